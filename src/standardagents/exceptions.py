@@ -1,0 +1,129 @@
+"""The exceptions standardagents raises, in one tree.
+
+Three families are kept apart so callers can tell a mistake they must fix from a
+failure at run time and from a signal the engine uses to steer a turn::
+
+    StandardAgentsError
+    ├── DefinitionError            a definition or project does not validate (user's mistake)
+    │   └── ProjectError           a project folder cannot be loaded (file, reference, duplicate)
+    ├── NotFoundError              a named thing (agent, thread, message, tool...) does not exist
+    ├── RuntimeFailure             something failed while running
+    │   ├── ProviderError          a model endpoint failed (status, body, retriable)
+    │   ├── StoreError             the database refused or failed a write
+    │   └── ToolExecutionError     a tool raised; carries the original exception
+    ├── InjectionRejected          a before_create_message hook refused an inject_message call
+    └── ControlSignal              raised inside tools/hooks to steer the engine, never a failure
+        └── ModelRetry             ask the model to try the call again with a message
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ControlSignal",
+    "DefinitionError",
+    "InjectionRejected",
+    "ModelRetry",
+    "NotFoundError",
+    "ProjectError",
+    "ProviderError",
+    "RuntimeFailure",
+    "StandardAgentsError",
+    "StoreError",
+    "ToolExecutionError",
+]
+
+
+class StandardAgentsError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class DefinitionError(StandardAgentsError):
+    """A definition does not validate.
+
+    ``problems`` lists every problem at once as ``(location, message)`` pairs, where the
+    location names the file (when known) and the field, so a user fixes all in one pass.
+    """
+
+    def __init__(self, problems: list[tuple[str, str]] | str, *, source: str | None = None) -> None:
+        if isinstance(problems, str):
+            problems = [("", problems)]
+        self.problems = problems
+        self.source = source
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = []
+        for where, msg in self.problems:
+            prefix = f"{self.source}: " if self.source else ""
+            lines.append(f"{prefix}{where}: {msg}" if where else f"{prefix}{msg}")
+        return "\n".join(lines)
+
+
+class ProjectError(DefinitionError):
+    """A project folder cannot be loaded or references something that does not exist."""
+
+
+class NotFoundError(StandardAgentsError):
+    """A named thing does not exist (or is not visible from the asking namespace)."""
+
+    def __init__(self, kind: str, name: str, detail: str = "") -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"unknown {kind} {name!r}" + (f": {detail}" if detail else ""))
+
+
+class RuntimeFailure(StandardAgentsError):
+    """Something failed while running a thread."""
+
+
+class ProviderError(RuntimeFailure):
+    """A model endpoint failed.
+
+    ``retriable`` is true for failures worth another attempt or a fallback model
+    (connection lost, timeouts, 408/409/429/5xx); ``status`` and ``body`` carry what
+    the endpoint said, so the message a user sees is actionable.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: Any = None,
+        retriable: bool = False,
+        code: str = "provider_error",
+        before_first_token: bool = True,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.retriable = retriable
+        self.code = code
+        self.before_first_token = before_first_token
+        super().__init__(message)
+
+
+class StoreError(RuntimeFailure):
+    """The database refused or failed an operation."""
+
+
+class ToolExecutionError(RuntimeFailure):
+    """A tool raised; ``original`` is what it raised."""
+
+    def __init__(self, tool: str, original: BaseException) -> None:
+        self.tool = tool
+        self.original = original
+        super().__init__(f"tool {tool!r} failed: {original}")
+
+
+class InjectionRejected(StandardAgentsError):
+    """A ``before_create_message`` hook raised during ``inject_message``; nothing was stored."""
+
+
+class ControlSignal(StandardAgentsError):
+    """Raised by user code to steer the engine; never reported as a failure."""
+
+
+class ModelRetry(ControlSignal):
+    """Raised by a tool to hand the model a message and let it try again."""

@@ -1,0 +1,120 @@
+"""The model-provider seam: one small abstract class every provider implements.
+
+A provider turns a :class:`ModelRequest` (chat-completions shaped messages and tools) into
+either one :class:`ModelResponse` or a stream of deltas ending with a
+:class:`StreamEnd` that carries the assembled response. The engine never looks at a
+provider's SDK types, so a new provider is a new file here and nothing else changes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import ToolCall, Usage
+
+__all__ = [
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "ReasoningDelta",
+    "StreamDelta",
+    "StreamEnd",
+    "TextDelta",
+    "ToolCallDelta",
+]
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """What the engine asks a model for.
+
+    ``messages`` are chat-completions dicts (``role``, ``content``, ``tool_calls``,
+    ``tool_call_id``, ``name``); ``tools`` are ``{"type": "function", "function":
+    {name, description, parameters}}`` dicts. ``extra_body`` is passed through verbatim.
+    """
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    """One complete model reply."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    model: str | None = None
+    raw: Any = None
+
+
+@dataclass(slots=True)
+class TextDelta:
+    """A piece of the reply's text."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (``reasoning_content`` and the like)."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class ToolCallDelta:
+    """A piece of tool call number ``index``: ``id``/``name`` arrive once, arguments in parts."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(slots=True)
+class StreamEnd:
+    """The last item of every stream: the assembled response."""
+
+    response: ModelResponse
+
+
+StreamDelta = TextDelta | ReasoningDelta | ToolCallDelta | StreamEnd
+
+
+class ModelProvider(ABC):
+    """A model endpoint. Implementations raise :class:`~standardagents.exceptions.ProviderError`."""
+
+    name: str = "provider"
+
+    @abstractmethod
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send one request and return the whole reply."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta]:
+        """Stream the reply; the default sends one request and replays it as deltas."""
+        response = await self.request(request)
+        if response.reasoning:
+            yield ReasoningDelta(response.reasoning)
+        if response.text:
+            yield TextDelta(response.text)
+        for i, call in enumerate(response.tool_calls):
+            yield ToolCallDelta(index=i, id=call.id, name=call.name, arguments=call.arguments)
+        yield StreamEnd(response)
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; the default has nothing to release."""
