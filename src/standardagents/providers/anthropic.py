@@ -1,0 +1,359 @@
+"""Anthropic's Messages API behind the same seam as every chat-completions endpoint.
+
+The engine speaks chat-completions shapes; this module converts them to Anthropic's
+(system prompt apart, tool results as ``tool_result`` blocks in user turns, tool calls as
+``tool_use`` blocks) and converts replies and stream events back. The conversions are pure
+functions so they are tested without a network. The ``anthropic`` SDK is an optional extra
+(``pip install standardagents[anthropic]``) and is imported only when the provider is built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx2
+
+from ..exceptions import ProviderError
+from ..records import ToolCall, Usage
+from .base import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ReasoningDelta,
+    StreamDelta,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+)
+
+__all__ = [
+    "AnthropicProvider",
+    "AnthropicStreamAssembler",
+    "from_anthropic_message",
+    "to_anthropic_messages",
+    "to_anthropic_tool_choice",
+    "to_anthropic_tools",
+]
+
+DEFAULT_MAX_TOKENS = 4096
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                 "tool_use": "tool_calls", "refusal": "content_filter", "pause_turn": "stop"}
+
+
+def _image_block(part: Mapping[str, Any]) -> dict[str, Any]:
+    image = part.get("image_url")
+    url = image.get("url", "") if isinstance(image, Mapping) else str(image or "")
+    if url.startswith("data:") and ";base64," in url:
+        header, data = url[5:].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": header or "image/png",
+                                            "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _content_blocks(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            blocks.append({"type": "text", "text": str(part)})
+        elif part.get("type") == "text":
+            blocks.append({"type": "text", "text": str(part.get("text", ""))})
+        elif part.get("type") == "image_url":
+            blocks.append(_image_block(part))
+        else:
+            blocks.append(dict(part))
+    return blocks
+
+
+def _plain_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in _content_blocks(content) if b.get("type") == "text")
+
+
+def _parse_arguments(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    try:
+        value = json.loads(arguments or "{}")
+    except (TypeError, ValueError):
+        return {"_raw": str(arguments)}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def to_anthropic_messages(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Split chat-completions messages into Anthropic's ``system`` text and alternating turns.
+
+    Consecutive turns of the same role are merged (tool results become ``tool_result``
+    blocks in a user turn), because the Messages API expects user and assistant to alternate.
+    """
+    system_parts: list[str] = []
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for message in messages:
+        role = message.get("role")
+        if role in ("system", "developer"):
+            text = _plain_text(message.get("content"))
+            if text:
+                system_parts.append(text)
+        elif role == "user":
+            add("user", _content_blocks(message.get("content")))
+        elif role == "assistant":
+            blocks = _content_blocks(message.get("content"))
+            for call in message.get("tool_calls") or ():
+                fn = call.get("function") or {}
+                blocks.append({"type": "tool_use", "id": str(call.get("id", "")),
+                               "name": str(fn.get("name", "")),
+                               "input": _parse_arguments(fn.get("arguments"))})
+            add("assistant", blocks)
+        elif role == "tool":
+            result: dict[str, Any] = {"type": "tool_result",
+                                      "tool_use_id": str(message.get("tool_call_id", "")),
+                                      "content": _plain_text(message.get("content"))}
+            if message.get("is_error") or message.get("tool_status") == "error":
+                result["is_error"] = True
+            add("user", [result])
+    return ("\n\n".join(system_parts) or None), turns
+
+
+def to_anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat-completions function tools as Anthropic tool definitions."""
+    out = []
+    for tool in tools:
+        fn = tool.get("function") or tool
+        entry: dict[str, Any] = {"name": str(fn.get("name", "")),
+                                 "input_schema": fn.get("parameters") or {"type": "object",
+                                                                         "properties": {}}}
+        if fn.get("description"):
+            entry["description"] = str(fn["description"])
+        out.append(entry)
+    return out
+
+
+def to_anthropic_tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    """``auto``/``required``/``none`` or a named function, in Anthropic's terms."""
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        return {"auto": {"type": "auto"}, "required": {"type": "any"},
+                "any": {"type": "any"}, "none": {"type": "none"}}.get(choice, {"type": "auto"})
+    fn = choice.get("function") or {}
+    name = fn.get("name") or choice.get("name")
+    return {"type": "tool", "name": str(name)} if name else {"type": "auto"}
+
+
+def _usage(data: Mapping[str, Any] | None, base: Usage | None = None) -> Usage | None:
+    if not data and base is None:
+        return None
+    data = data or {}
+    prompt = int(data.get("input_tokens") or 0) + int(data.get("cache_read_input_tokens") or 0)
+    prompt += int(data.get("cache_creation_input_tokens") or 0)
+    if base is not None and not prompt:
+        prompt = base.prompt_tokens
+    completion = int(data.get("output_tokens") or 0)
+    if base is not None and not completion:
+        completion = base.completion_tokens
+    cached = int(data.get("cache_read_input_tokens") or 0) or (base.cached_tokens if base else 0)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion,
+                 total_tokens=prompt + completion, cached_tokens=cached)
+
+
+def from_anthropic_message(data: Mapping[str, Any]) -> ModelResponse:
+    """An Anthropic ``message`` object as a :class:`ModelResponse`."""
+    text: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    for block in data.get("content") or ():
+        kind = block.get("type")
+        if kind == "text":
+            text.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            thinking.append(str(block.get("thinking", "")))
+        elif kind == "tool_use":
+            calls.append(ToolCall(id=str(block.get("id", "")), name=str(block.get("name", "")),
+                                  arguments=json.dumps(block.get("input") or {})))
+    stop = data.get("stop_reason")
+    return ModelResponse(
+        text="".join(text), tool_calls=calls, reasoning="".join(thinking) or None,
+        usage=_usage(data.get("usage")),
+        finish_reason=_STOP_REASONS.get(stop, stop) if stop else None,
+        model=data.get("model"), raw=dict(data),
+    )
+
+
+class AnthropicStreamAssembler:
+    """Turns Anthropic stream events (as dicts) into deltas and the final response."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: dict[int, list[Any]] = {}  # block index -> [tool index, id, name, [json]]
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.model: str | None = None
+
+    def feed(self, event: Mapping[str, Any]) -> list[StreamDelta]:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.model = message.get("model")
+            self.usage = _usage(message.get("usage"))
+            return []
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                position = len(self.calls)
+                entry: list[Any] = [position, str(block.get("id", "")), str(block.get("name", "")), []]
+                self.calls[int(event.get("index", position))] = entry
+                return [ToolCallDelta(index=position, id=entry[1], name=entry[2])]
+            if block.get("type") == "text" and block.get("text"):
+                self.text.append(block["text"])
+                return [TextDelta(block["text"])]
+            return []
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta" and delta.get("text"):
+                self.text.append(delta["text"])
+                return [TextDelta(delta["text"])]
+            if dtype == "thinking_delta" and delta.get("thinking"):
+                self.thinking.append(delta["thinking"])
+                return [ReasoningDelta(delta["thinking"])]
+            if dtype == "input_json_delta":
+                found = self.calls.get(int(event.get("index", -1)))
+                piece = str(delta.get("partial_json") or "")
+                if found is not None and piece:
+                    found[3].append(piece)
+                    return [ToolCallDelta(index=found[0], arguments=piece)]
+            return []
+        if kind == "message_delta":
+            stop = (event.get("delta") or {}).get("stop_reason")
+            if stop:
+                self.finish_reason = _STOP_REASONS.get(stop, stop)
+            self.usage = _usage(event.get("usage"), self.usage)
+            return []
+        if kind == "error":
+            error = event.get("error") or {}
+            raise ProviderError(f"Anthropic stream error: {error.get('message', error)}",
+                                body=error, retriable=error.get("type") in ("overloaded_error", "api_error"),
+                                code="stream_error", before_first_token=False)
+        return []
+
+    def response(self) -> ModelResponse:
+        calls = [ToolCall(id=e[1], name=e[2], arguments="".join(e[3]) or "{}")
+                 for e in sorted(self.calls.values(), key=lambda e: e[0])]
+        return ModelResponse(text="".join(self.text), tool_calls=calls,
+                             reasoning="".join(self.thinking) or None, usage=self.usage,
+                             finish_reason=self.finish_reason, model=self.model)
+
+
+def _event_dict(event: Any) -> dict[str, Any]:
+    if isinstance(event, Mapping):
+        return dict(event)
+    dumped: dict[str, Any] = event.model_dump(mode="json", exclude_none=True)
+    return dumped
+
+
+class AnthropicProvider(ModelProvider):
+    """Claude models through the ``anthropic`` SDK (``ANTHROPIC_API_KEY`` when no key is given).
+
+    The SDK retries failed connections and 408/409/429/5xx answers before any token arrives.
+    """
+
+    name = "anthropic"
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
+                 timeout: float = 60.0, max_retries: int = 2,
+                 headers: Mapping[str, str] | None = None, http_client: Any = None) -> None:
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise ProviderError(
+                "the Anthropic provider needs the anthropic package: "
+                "pip install 'standardagents[anthropic]'", code="missing_dependency") from exc
+        self._sdk = anthropic
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ProviderError("no API key for Anthropic: pass api_key or set ANTHROPIC_API_KEY",
+                                code="missing_api_key")
+        kwargs: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
+        if base_url:
+            kwargs["base_url"] = base_url
+        if headers:
+            kwargs["default_headers"] = dict(headers)
+        if http_client is not None:
+            kwargs["http_client"] = http_client
+        self.client = anthropic.AsyncAnthropic(**kwargs)
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        system, messages = to_anthropic_messages(request.messages)
+        params: dict[str, Any] = {"model": request.model, "messages": messages,
+                                  "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS}
+        if system:
+            params["system"] = system
+        if request.tools:
+            params["tools"] = to_anthropic_tools(request.tools)
+            choice = to_anthropic_tool_choice(request.tool_choice)
+            if choice is not None:
+                params["tool_choice"] = choice
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if request.top_p is not None:
+            params["top_p"] = request.top_p
+        if request.stop:
+            params["stop_sequences"] = request.stop
+        if request.timeout is not None:
+            params["timeout"] = request.timeout
+        if request.extra_body:
+            params["extra_body"] = request.extra_body
+        return params
+
+    def _error(self, exc: Exception, first_token: bool) -> ProviderError:
+        sdk = self._sdk
+        if isinstance(exc, sdk.APIStatusError):
+            status = exc.status_code
+            return ProviderError(f"Anthropic answered HTTP {status}: {exc.message}", status=status,
+                                 body=exc.body, retriable=status in (408, 409, 429) or status >= 500,
+                                 code=f"http_{status}", before_first_token=first_token)
+        if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
+            return ProviderError("Anthropic request timed out", retriable=True, code="timeout",
+                                 before_first_token=first_token)
+        return ProviderError(f"connection to Anthropic failed: {exc}", retriable=True,
+                             code="connection", before_first_token=first_token)
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        try:
+            message = await self.client.messages.create(**self._params(request))
+        except self._sdk.APIError as exc:
+            raise self._error(exc, True) from exc
+        return from_anthropic_message(message.model_dump(mode="json"))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta]:
+        assembler = AnthropicStreamAssembler()
+        delivered = False
+        try:
+            events = await self.client.messages.create(**self._params(request), stream=True)
+            async for event in events:
+                for delta in assembler.feed(_event_dict(event)):
+                    delivered = True
+                    yield delta
+        except (self._sdk.APIError, httpx2.TransportError) as exc:
+            raise self._error(exc, not delivered) from exc
+        yield StreamEnd(assembler.response())
+
+    async def aclose(self) -> None:
+        await self.client.close()

@@ -1,0 +1,291 @@
+"""An offline, deterministic model for tests: calls every offered tool, then summarises.
+
+It needs no network and no key, so agents can be tested end to end in milliseconds. By
+default it exercises every tool once with arguments generated from the tool's JSON Schema;
+a ``script`` replaces that with exact replies when a test needs a particular conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from ..records import ToolCall, Usage
+from .base import (
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ReasoningDelta,
+    StreamDelta,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+)
+
+__all__ = ["ScriptItem", "TestModelProvider", "arguments_for_schema"]
+
+ScriptItem = ModelResponse | str | dict[str, Any] | BaseException
+Script = Sequence[ScriptItem] | Callable[[ModelRequest], ScriptItem]
+
+_SUMMARY_LIMIT = 80
+_DELTA_SIZE = 8
+
+
+def _string_for(name: str, schema: dict[str, Any]) -> str:
+    fmt = schema.get("format")
+    if fmt == "date-time":
+        value = "2024-01-01T00:00:00Z"
+    elif fmt == "date":
+        value = "2024-01-01"
+    elif fmt == "email":
+        value = "user@example.com"
+    elif fmt in ("uri", "url"):
+        value = "https://example.com"
+    elif fmt == "uuid":
+        value = "00000000-0000-4000-8000-000000000000"
+    else:
+        value = name or str(schema.get("description") or "text")
+        value = "_".join(value.split())[:32] or "text"
+    min_len = int(schema.get("minLength", 0))
+    max_len = schema.get("maxLength")
+    if len(value) < min_len:
+        value = value + "x" * (min_len - len(value))
+    if max_len is not None:
+        value = value[: int(max_len)]
+    return value
+
+
+def _number_for(schema: dict[str, Any], integer: bool) -> int | float:
+    low = schema.get("minimum")
+    if low is None and "exclusiveMinimum" in schema:
+        excl = schema["exclusiveMinimum"]
+        low = excl + 1 if integer else excl + 0.5
+    high = schema.get("maximum")
+    if high is None and "exclusiveMaximum" in schema:
+        excl = schema["exclusiveMaximum"]
+        high = excl - 1 if integer else excl - 0.5
+    value: float = 1
+    if low is not None and value < low:
+        value = low
+    if high is not None and value > high:
+        value = high
+    multiple = schema.get("multipleOf")
+    if multiple:
+        value = multiple * max(1, round(value / multiple)) if value > 0 else multiple * round(value / multiple)
+    return int(value) if integer else float(value)
+
+
+def _value_for(name: str, schema: dict[str, Any], defs: dict[str, Any], depth: int) -> Any:
+    if depth > 8:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        key = ref.rsplit("/", 1)[-1]
+        return _value_for(name, defs.get(key, {}), defs, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for combo in ("anyOf", "oneOf"):
+        options = schema.get(combo)
+        if options:
+            non_null = [o for o in options if o.get("type") != "null"] or options
+            return _value_for(name, non_null[0], defs, depth + 1)
+    if schema.get("allOf"):
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            merged.update(part)
+        return _value_for(name, merged, defs, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None:
+        kind = "object" if "properties" in schema else "string"
+    if kind == "string":
+        return _string_for(name, schema)
+    if kind == "integer":
+        return _number_for(schema, integer=True)
+    if kind == "number":
+        return _number_for(schema, integer=False)
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    if kind == "array":
+        items = schema.get("items") or {}
+        count = max(1, int(schema.get("minItems", 1)))
+        if schema.get("maxItems") is not None:
+            count = min(count, int(schema["maxItems"]))
+        item_name = name[:-1] if name.endswith("s") else name
+        values = [_value_for(item_name, items, defs, depth + 1) for _ in range(count)]
+        if schema.get("uniqueItems") and count > 1:
+            values = [f"{v}{i}" if isinstance(v, str) else v for i, v in enumerate(values)]
+        return values
+    return _object_for(schema, defs, depth + 1)
+
+
+def _object_for(schema: dict[str, Any], defs: dict[str, Any], depth: int) -> dict[str, Any]:
+    props: dict[str, Any] = schema.get("properties") or {}
+    required = schema.get("required")
+    names = list(required) if required is not None else list(props)
+    return {key: _value_for(key, props.get(key, {}), defs, depth) for key in names}
+
+
+def arguments_for_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments that validate against a tool's parameter schema (required properties only)."""
+    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    return _object_for(schema, defs, 0)
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def _request_chars(request: ModelRequest) -> int:
+    total = 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        elif content is not None:
+            total += len(json.dumps(content, default=str))
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            total += len(str(fn.get("name", ""))) + len(str(fn.get("arguments", "")))
+    for tool in request.tools:
+        total += len(json.dumps(tool, default=str))
+    return total
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _truncate(text: str, limit: int = _SUMMARY_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TestModelProvider(ModelProvider):
+    """A model that answers without a network, the same way every time.
+
+    ``requests`` records every :class:`ModelRequest` received. Give ``script`` (a list, or a
+    callable of the request) to dictate replies; a list that runs out raises
+    :class:`~standardagents.exceptions.ProviderError` so a test sees the surprise.
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+    name = "test"
+
+    def __init__(self, script: Script | None = None, *, model_name: str = "test-model") -> None:
+        self.requests: list[ModelRequest] = []
+        self.model_name = model_name
+        self._script = script
+        self._position = 0
+        self._calls = 0
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if self._script is None:
+            response = self._default_reply(request)
+        else:
+            response = self._scripted_reply(request)
+        if response.usage is None:
+            prompt = _estimate_tokens("x" * _request_chars(request))
+            produced = len(response.text) + len(response.reasoning or "")
+            produced += sum(len(c.name) + len(c.arguments) for c in response.tool_calls)
+            completion = _estimate_tokens("x" * produced)
+            response.usage = Usage(prompt, completion, prompt + completion)
+        if response.model is None:
+            response.model = request.model or self.model_name
+        if response.finish_reason is None:
+            response.finish_reason = "tool_calls" if response.tool_calls else "stop"
+        return response
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta]:
+        response = await self.request(request)
+        if response.reasoning:
+            for start in range(0, len(response.reasoning), _DELTA_SIZE):
+                yield ReasoningDelta(response.reasoning[start:start + _DELTA_SIZE])
+        for start in range(0, len(response.text), _DELTA_SIZE):
+            yield TextDelta(response.text[start:start + _DELTA_SIZE])
+        for index, call in enumerate(response.tool_calls):
+            yield ToolCallDelta(index=index, id=call.id, name=call.name)
+            half = len(call.arguments) // 2
+            yield ToolCallDelta(index=index, arguments=call.arguments[:half])
+            yield ToolCallDelta(index=index, arguments=call.arguments[half:])
+        yield StreamEnd(response)
+
+    # -- replies ---------------------------------------------------------------------------
+    def _next_id(self) -> str:
+        self._calls += 1
+        return f"call_{self._calls}"
+
+    def _default_reply(self, request: ModelRequest) -> ModelResponse:
+        last_user = -1
+        for index, message in enumerate(request.messages):
+            if message.get("role") == "user":
+                last_user = index
+        recent = request.messages[last_user + 1:]
+        results = [m for m in recent if m.get("role") == "tool"]
+        if request.tools and not results:
+            calls = []
+            for tool in request.tools:
+                fn = tool.get("function") or tool
+                args = arguments_for_schema(fn.get("parameters") or {})
+                calls.append(ToolCall(id=self._next_id(), name=str(fn.get("name", "tool")),
+                                      arguments=json.dumps(args)))
+            return ModelResponse(tool_calls=calls)
+        if results:
+            names: dict[str, str] = {}
+            for message in recent:
+                for call in message.get("tool_calls") or []:
+                    names[str(call.get("id"))] = str((call.get("function") or {}).get("name", ""))
+            parts = []
+            for result in results:
+                name = names.get(str(result.get("tool_call_id")), result.get("name") or "tool")
+                parts.append(f"{name} -> {_truncate(_content_text(result.get('content')))}")
+            return ModelResponse(text="Tool results: " + "; ".join(parts))
+        user_text = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else ""
+        return ModelResponse(text=f"Test reply to: {_truncate(user_text)}" if user_text else "Test reply.")
+
+    def _scripted_reply(self, request: ModelRequest) -> ModelResponse:
+        from ..exceptions import ProviderError
+
+        if callable(self._script):
+            item = self._script(request)
+        else:
+            assert self._script is not None
+            if self._position >= len(self._script):
+                raise ProviderError(
+                    f"test model script exhausted after {len(self._script)} replies; "
+                    "add more items to the script", code="script_exhausted")
+            item = self._script[self._position]
+            self._position += 1
+        return self._to_response(item)
+
+    def _to_response(self, item: ScriptItem) -> ModelResponse:
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, ModelResponse):
+            return ModelResponse(text=item.text, tool_calls=list(item.tool_calls),
+                                 reasoning=item.reasoning, usage=item.usage,
+                                 finish_reason=item.finish_reason, model=item.model, raw=item.raw)
+        if isinstance(item, str):
+            return ModelResponse(text=item)
+        if isinstance(item, dict):
+            calls = []
+            for spec in item.get("tool_calls") or []:
+                args = spec.get("arguments", {})
+                text_args = args if isinstance(args, str) else json.dumps(args)
+                calls.append(ToolCall(id=str(spec.get("id") or self._next_id()),
+                                      name=str(spec["name"]), arguments=text_args))
+            return ModelResponse(text=str(item.get("text") or ""), tool_calls=calls,
+                                 reasoning=item.get("reasoning"))
+        raise TypeError(f"unsupported test model script item: {item!r}")
