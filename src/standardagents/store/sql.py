@@ -1,0 +1,474 @@
+"""``SQLStore``: the one ``Store`` implementation, for SQLite and PostgreSQL.
+
+The statements live in :mod:`standardagents.store.ops`; this module only decides how to run
+them. SQLite runs inline on one connection per store (WAL, ``synchronous=NORMAL``), because
+a commit takes tens of microseconds and a thread hop would cost more than the write.
+PostgreSQL runs on SQLAlchemy's async engine so network waits never block the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from ..exceptions import NotFoundError, StandardAgentsError, StoreError
+from ..records import ExecutionRecord, FileRecord, LogRecord, Message, ThreadRecord, now_ms
+from . import ops
+from .fastpath import SQLiteFastPath
+from .migrate import upgrade_to_head
+from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
+
+__all__ = ["DATABASE_URL_ENV", "SQLStore", "open_store", "resolve_url"]
+
+DATABASE_URL_ENV = "STANDARDAGENTS_DATABASE_URL"
+T = TypeVar("T")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def resolve_url(url: str | None = None, *, project_dir: Path | None = None) -> str:
+    """The database URL to use: ``url``, else ``$STANDARDAGENTS_DATABASE_URL``, else a SQLite
+    file under ``<project_dir>/.standardagents/`` (the directory is created)."""
+    if url:
+        return url
+    env = os.environ.get(DATABASE_URL_ENV)
+    if env:
+        return env
+    base = Path(project_dir) if project_dir is not None else Path.cwd()
+    folder = base / ".standardagents"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'standardagents.db'}"
+
+
+def _driver_url(url: str) -> URL:
+    """Parse ``url`` and pick our drivers: pysqlite for SQLite, asyncpg for PostgreSQL."""
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise StoreError(f"invalid database URL {url!r}: {exc}") from exc
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return parsed.set(drivername="sqlite+pysqlite")
+    if backend in ("postgresql", "postgres"):
+        query = dict(parsed.query)
+        sslmode = query.pop("sslmode", None)
+        if sslmode is not None and "ssl" not in query:
+            query["ssl"] = sslmode
+        return parsed.set(drivername="postgresql+asyncpg", query=query)
+    raise StoreError(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
+
+
+class SQLStore:
+    """A :class:`~standardagents.store.base.Store` on SQLAlchemy Core.
+
+    ``schema`` (PostgreSQL only) keeps every table in that schema, created on open; it lets
+    several independent stores share one database.
+    """
+
+    def __init__(self, url: str, *, schema: str | None = None) -> None:
+        self.url = url
+        self.schema = schema
+        self._url = _driver_url(url)
+        self.dialect = "sqlite" if self._url.get_backend_name() == "sqlite" else "postgresql"
+        self._engine: Engine | None = None
+        self._conn: Connection | None = None
+        self._dbapi: Any = None
+        self._cursor: Any = None
+        self._fast: SQLiteFastPath | None = None
+        self._aengine: AsyncEngine | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        """Connect and bring the schema to the newest migration (safe to repeat)."""
+        if self._conn is not None or self._aengine is not None:
+            return
+        if self.dialect == "sqlite":
+            self._open_sqlite()
+        else:
+            await self._open_postgres()
+
+    def _open_sqlite(self) -> None:
+        database = self._url.database or ""
+        memory = database in ("", ":memory:") or database.startswith("file::memory:")
+        if not memory:
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            self._url, poolclass=StaticPool, json_serializer=_dumps,
+            connect_args={"check_same_thread": False, "isolation_level": None},
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # The driver's own transaction handling is off: BEGIN is issued explicitly.
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            if not memory:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=10000")
+            cur.close()
+
+        try:
+            conn = engine.connect()
+        except SQLAlchemyError as exc:
+            engine.dispose()
+            raise StoreError(f"cannot open SQLite database {self.url!r}: {exc}") from exc
+        self._engine, self._conn = engine, conn
+        self._dbapi = conn.connection.driver_connection
+        self._cursor = self._dbapi.cursor()
+        self._fast = SQLiteFastPath(engine.dialect)
+        try:
+            self._run_sqlite(upgrade_to_head, (), write=True)
+        except StoreError:
+            self._close_sqlite()
+            raise
+
+    async def _open_postgres(self) -> None:
+        connect_args: dict[str, Any] = {}
+        if self.schema:
+            connect_args["server_settings"] = {"search_path": self.schema}
+        engine = create_async_engine(
+            self._url, json_serializer=_dumps, connect_args=connect_args, pool_pre_ping=False,
+        )
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(upgrade_to_head, schema=self.schema)
+        except (SQLAlchemyError, OSError) as exc:
+            await engine.dispose()
+            where = self._url.render_as_string(hide_password=True)
+            raise StoreError(f"cannot open PostgreSQL database at {where}: {exc}") from exc
+        if self._aengine is not None:  # another task opened it meanwhile
+            await engine.dispose()
+            return
+        self._aengine = engine
+
+    def _close_sqlite(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._engine is not None:
+            self._engine.dispose()
+        self._conn = self._engine = self._dbapi = self._cursor = self._fast = None
+
+    async def close(self) -> None:
+        """Release connections; the store can be opened again."""
+        if self.dialect == "sqlite":
+            with self._lock:
+                self._close_sqlite()
+        elif self._aengine is not None:
+            engine, self._aengine = self._aengine, None
+            await engine.dispose()
+
+    async def __aenter__(self) -> SQLStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------ running ops
+
+    def _run_sqlite(self, fn: Callable[..., T], args: tuple[Any, ...], *, write: bool) -> T:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreError("the store is closed; open it again with `await store.open()`")
+            dbapi = self._dbapi
+            try:
+                if write:
+                    dbapi.execute("BEGIN IMMEDIATE")
+                result = fn(conn, *args)
+                conn.commit()
+                if dbapi.in_transaction:
+                    dbapi.commit()
+                return result
+            except BaseException as exc:
+                try:
+                    conn.rollback()
+                    if dbapi.in_transaction:
+                        dbapi.rollback()
+                except Exception:
+                    pass
+                if isinstance(exc, SQLAlchemyError | sqlite3.Error):
+                    raise StoreError(f"{fn.__name__} failed: {_reason(exc)}") from exc
+                raise
+
+    async def _run(self, fn: Callable[..., T], *args: Any, write: bool = True) -> T:
+        """Run one op as one transaction; database failures become ``StoreError``."""
+        if self.dialect == "sqlite":
+            if self._conn is None:
+                self._open_sqlite()
+            return self._run_sqlite(fn, args, write=write)
+        engine = self._aengine
+        if engine is None:
+            await self._open_postgres()
+            engine = self._aengine
+            assert engine is not None
+        try:
+            async with engine.begin() as conn:
+                return await conn.run_sync(fn, *args)
+        except StandardAgentsError:
+            raise
+        except (SQLAlchemyError, OSError) as exc:
+            raise StoreError(f"{fn.__name__} failed: {_reason(exc)}") from exc
+
+    # ------------------------------------------------------------ threads
+
+    async def create_thread(self, thread: ThreadRecord) -> ThreadRecord:
+        return await self._run(ops.create_thread, thread)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        return await self._run(ops.get_thread, thread_id, write=False)
+
+    async def list_threads(
+        self, *, agent: str | None = None, user_id: str | None = None,
+        parent_id: str | None = None, limit: int = 50, offset: int = 0,
+    ) -> list[ThreadRecord]:
+        return await self._run(ops.list_threads, agent, user_id, parent_id, limit, offset, write=False)
+
+    async def update_thread(self, thread_id: str, **changes: Any) -> ThreadRecord:
+        return await self._run(ops.update_thread, thread_id, changes)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        return await self._run(ops.delete_thread, thread_id)
+
+    # ------------------------------------------------------------ messages
+
+    async def add_message(self, message: Message) -> Message:
+        if self.dialect == "sqlite":
+            await self._run(self._sqlite_step, [message], (), (), None)
+            return message
+        return (await self._run(ops.insert_messages, [message]))[0]
+
+    async def get_message(self, message_id: str) -> Message | None:
+        """The message; raises ``NotFoundError`` when there is none with that id."""
+        return await self._run(ops.get_message, message_id, write=False)
+
+    async def update_message(self, message_id: str, changes: dict[str, Any]) -> Message:
+        return await self._run(ops.update_message, message_id, changes)
+
+    async def list_messages(
+        self, thread_id: str, *, limit: int | None = None, offset: int = 0,
+        include_silent: bool = True, include_hidden: bool = True, newest_first: bool = False,
+    ) -> list[Message]:
+        fn = self._sqlite_list if self.dialect == "sqlite" else ops.list_messages
+        return await self._run(fn, thread_id, limit, offset, include_silent,
+                               include_hidden, newest_first, write=False)
+
+    async def count_messages(self, thread_id: str, *, include_silent: bool = True) -> int:
+        return await self._run(ops.count_messages, thread_id, include_silent, write=False)
+
+    async def commit_step(
+        self,
+        *,
+        messages: list[Message] | None = None,
+        updates: list[tuple[str, dict[str, Any]]] | None = None,
+        tool_results: list[dict[str, Any]] | None = None,
+        execution: ExecutionRecord | None = None,
+    ) -> list[Message]:
+        """Insert messages, apply updates, insert tool results and upsert the execution in
+        ONE transaction; any failure rolls all of it back and raises ``StoreError``."""
+        fn = self._sqlite_step if self.dialect == "sqlite" else ops.commit_step
+        try:
+            return await self._run(fn, messages or [], updates or [], tool_results or [], execution)
+        except NotFoundError as exc:
+            for message in messages or []:
+                message.seq = None
+            raise StoreError(f"step not committed: {exc}") from exc
+        except StoreError:
+            for message in messages or []:
+                message.seq = None
+            raise
+
+    def _sqlite_step(
+        self, conn: Connection, new_messages: list[Message],
+        updates: list[tuple[str, dict[str, Any]]], results: list[dict[str, Any]],
+        execution: ExecutionRecord | None,
+    ) -> list[Message]:
+        assert self._fast is not None
+        self._fast.commit_step(self._cursor, new_messages, results, execution)
+        for message_id, changes in updates:
+            ops.update_message(conn, message_id, changes)
+        return new_messages
+
+    def _sqlite_list(self, _conn: Connection, *args: Any) -> list[Message]:
+        assert self._fast is not None
+        return self._fast.list_messages(self._cursor, *args)
+
+    async def list_tool_results(self, thread_id: str, *, tool_call_id: str | None = None) -> list[dict[str, Any]]:
+        return await self._run(ops.list_tool_results, thread_id, tool_call_id, write=False)
+
+    # ------------------------------------------------------------ executions
+
+    async def save_execution(self, execution: ExecutionRecord) -> None:
+        await self._run(ops.save_execution, execution)
+
+    async def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        return await self._run(ops.get_execution, execution_id, write=False)
+
+    async def list_executions(self, *, thread_id: str | None = None, status: str | None = None) -> list[ExecutionRecord]:
+        return await self._run(ops.list_executions, thread_id, status, write=False)
+
+    # ------------------------------------------------------------ logs
+
+    async def add_log(self, log: LogRecord) -> LogRecord:
+        return await self._run(ops.add_log, log)
+
+    async def list_logs(self, thread_id: str, *, limit: int = 100, offset: int = 0) -> list[LogRecord]:
+        return await self._run(ops.list_logs, thread_id, limit, offset, write=False)
+
+    # ------------------------------------------------------------ thread files
+
+    async def write_file(self, thread_id: str, path: str, data: bytes, *, mime_type: str | None = None,
+                         metadata: dict[str, Any] | None = None) -> FileRecord:
+        return await self._run(ops.write_file, thread_id, path, data, mime_type, metadata)
+
+    async def read_file(self, thread_id: str, path: str) -> bytes | None:
+        return await self._run(ops.read_file, thread_id, path, write=False)
+
+    async def stat_file(self, thread_id: str, path: str) -> FileRecord | None:
+        return await self._run(ops.stat_file, thread_id, path, write=False)
+
+    async def list_files(self, thread_id: str, prefix: str = "") -> list[FileRecord]:
+        return await self._run(ops.list_files, thread_id, prefix, write=False)
+
+    async def delete_file(self, thread_id: str, path: str) -> bool:
+        return await self._run(ops.delete_file, thread_id, path)
+
+    # ------------------------------------------------------------ env values
+
+    async def set_env(self, scope: str, scope_id: str, key: str, value: Any) -> None:
+        await self._run(ops.set_env, scope, scope_id, key, value)
+
+    async def get_env(self, scope: str, scope_id: str, key: str) -> Any:
+        return await self._run(ops.get_env, scope, scope_id, key, write=False)
+
+    async def list_env(self, scope: str, scope_id: str) -> dict[str, Any]:
+        return await self._run(ops.list_env, scope, scope_id, write=False)
+
+    async def delete_env(self, scope: str, scope_id: str, key: str) -> bool:
+        return await self._run(ops.delete_env, scope, scope_id, key)
+
+    # ------------------------------------------------------------ users and API tokens
+
+    async def create_user(self, name: str, *, email: str | None = None, is_admin: bool = False,
+                          user_id: str | None = None) -> UserRecord:
+        user = UserRecord(name=name, email=email, is_admin=is_admin)
+        if user_id is not None:
+            user.id = user_id
+        return await self._run(ops.create_user, user)
+
+    async def get_user(self, user_id: str) -> UserRecord | None:
+        return await self._run(ops.get_user, user_id, write=False)
+
+    async def get_user_by_email(self, email: str) -> UserRecord | None:
+        return await self._run(ops.get_user_by_email, email, write=False)
+
+    async def list_users(self) -> list[UserRecord]:
+        return await self._run(ops.list_users, write=False)
+
+    async def create_api_token(self, user_id: str, name: str) -> tuple[ApiTokenRecord, str]:
+        """A new token for ``user_id``; the plaintext is returned once and never stored."""
+        return await self._run(ops.create_api_token, user_id, name)
+
+    async def verify_api_token(self, plaintext: str) -> UserRecord | None:
+        """The user a live (not revoked) token belongs to, else ``None``."""
+        return await self._run(ops.verify_api_token, plaintext)
+
+    async def list_api_tokens(self, user_id: str | None = None) -> list[ApiTokenRecord]:
+        return await self._run(ops.list_api_tokens, user_id, write=False)
+
+    async def revoke_api_token(self, token_id: str) -> bool:
+        return await self._run(ops.revoke_api_token, token_id)
+
+    # ------------------------------------------------------------ user values
+
+    async def set_user_value(self, user_id: str, key: str, value: Any) -> None:
+        await self._run(ops.set_user_value, user_id, key, value)
+
+    async def get_user_value(self, user_id: str, key: str) -> Any:
+        return await self._run(ops.get_user_value, user_id, key, write=False)
+
+    async def list_user_values(self, user_id: str) -> dict[str, Any]:
+        return await self._run(ops.list_user_values, user_id, write=False)
+
+    async def delete_user_value(self, user_id: str, key: str) -> bool:
+        return await self._run(ops.delete_user_value, user_id, key)
+
+    # ------------------------------------------------------------ scheduled effects
+
+    async def schedule_effect(self, thread_id: str, name: str, args: Any = None, *,
+                              run_at: int | None = None, effect_id: str | None = None) -> EffectRecord:
+        effect = EffectRecord(thread_id=thread_id, name=name, args=args,
+                              run_at=run_at if run_at is not None else now_ms())
+        if effect_id is not None:
+            effect.id = effect_id
+        return await self._run(ops.schedule_effect, effect)
+
+    async def get_effect(self, effect_id: str) -> EffectRecord | None:
+        return await self._run(ops.get_effect, effect_id, write=False)
+
+    async def claim_due_effects(self, now: int, worker_id: str, limit: int = 10,
+                                lease_ms: int = 60_000) -> list[EffectRecord]:
+        """Atomically claim due effects for ``worker_id``: no two workers get the same one."""
+        return await self._run(ops.claim_due_effects, now, worker_id, limit, lease_ms)
+
+    async def finish_effect(self, effect_id: str, result: Any = None, *,
+                            worker_id: str | None = None) -> bool:
+        """Mark a running effect done; ``False`` if it is not running (or not ``worker_id``'s)."""
+        return await self._run(ops.finish_effect, effect_id, result, worker_id)
+
+    async def fail_effect(self, effect_id: str, error: str, retry_at: int | None = None, *,
+                          worker_id: str | None = None) -> bool:
+        """Record a failure: back to pending at ``retry_at``, or ``failed`` for good."""
+        return await self._run(ops.fail_effect, effect_id, error, retry_at, worker_id)
+
+    async def cancel_effect(self, effect_id: str) -> bool:
+        return await self._run(ops.cancel_effect, effect_id)
+
+    async def list_effects(self, *, thread_id: str | None = None, status: str | None = None) -> list[EffectRecord]:
+        return await self._run(ops.list_effects, thread_id, status, write=False)
+
+    # ------------------------------------------------------------ subagents
+
+    async def add_subagent(self, link: SubagentRecord) -> SubagentRecord:
+        return await self._run(ops.add_subagent, link)
+
+    async def update_subagent(self, subagent_id: str, **changes: Any) -> SubagentRecord:
+        return await self._run(ops.update_subagent, subagent_id, changes)
+
+    async def get_subagent(self, subagent_id: str) -> SubagentRecord | None:
+        return await self._run(ops.get_subagent, subagent_id, write=False)
+
+    async def list_subagents(self, parent_thread_id: str) -> list[SubagentRecord]:
+        return await self._run(ops.list_subagents, parent_thread_id, write=False)
+
+
+def _reason(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def open_store(url: str | None = None, *, project_dir: Path | None = None,
+               schema: str | None = None) -> SQLStore:
+    """The store at ``url``, ``$STANDARDAGENTS_DATABASE_URL`` or the project's SQLite file
+    ``<project_dir>/.standardagents/standardagents.db``.
+
+    It connects and migrates on ``await store.open()``, ``async with store`` or its first call.
+    """
+    return SQLStore(resolve_url(url, project_dir=project_dir), schema=schema)
