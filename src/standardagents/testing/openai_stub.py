@@ -218,6 +218,13 @@ class OpenAIStub:
         with self._cond:
             self._queue.extend(_as_reply(r) for r in replies)
 
+    def reset(self) -> None:
+        """Forget received requests, queued replies and the in-flight high-water mark."""
+        with self._cond:
+            self.requests.clear()
+            self._queue.clear()
+            self.max_in_flight = self._in_flight
+
     def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
         """Block until ``n`` requests arrived (from a thread other than the server's)."""
         with self._cond:
