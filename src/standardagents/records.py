@@ -73,6 +73,12 @@ class Usage:
         return cls(**{k: int(v or 0) for k, v in data.items() if k in names})
 
 
+@dataclass(slots=True, frozen=True)
+class _Function:
+    name: str
+    arguments: str
+
+
 @dataclass(slots=True)
 class ToolCall:
     """One tool call a model asked for. ``arguments`` is the JSON text as sent."""
@@ -80,6 +86,11 @@ class ToolCall:
     id: str
     name: str
     arguments: str = "{}"
+
+    @property
+    def function(self) -> _Function:
+        """Spec-shaped access: ``call.function.name`` and ``call.function.arguments``."""
+        return _Function(self.name, self.arguments)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's ``HookToolCall`` / chat-completions shape."""

@@ -1,0 +1,127 @@
+"""Agent definitions: who talks (one AI side with a person, or two AI sides) and when to stop."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ._base import Definition, build, check_snake_case
+
+__all__ = [
+    "AgentDefinition",
+    "ParentHookRequirement",
+    "SessionToolConfig",
+    "SideConfig",
+    "define_agent",
+]
+
+
+class SessionToolConfig(Definition):
+    """Which tool drives a session lifecycle action, and which arguments carry its payload."""
+
+    name: str
+    message_property: str | None = None
+    attachments_property: str | None = None
+
+
+SessionToolBinding = str | SessionToolConfig
+
+
+class SideConfig(Definition):
+    """One side of a conversation: its prompt, stop conditions and limits."""
+
+    label: str | None = None
+    prompt: str
+    stop_on_response: bool = True
+    stop_tool: str | None = None
+    stop_tool_response_property: str | None = None
+    max_steps: int | None = Field(default=None, ge=1)
+    session_stop: SessionToolBinding | None = None
+    session_fail: SessionToolBinding | None = None
+    session_status: SessionToolBinding | None = None
+
+    def session_tool(self, kind: Literal["stop", "fail", "status"]) -> SessionToolConfig | None:
+        """The lifecycle binding in its object form (a plain name becomes a config)."""
+        value = {"stop": self.session_stop, "fail": self.session_fail, "status": self.session_status}[kind]
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return SessionToolConfig(name=value)
+        return value
+
+
+class ParentHookRequirement(Definition):
+    """A hook a child agent requires on each direct parent while the relationship exists."""
+
+    hook: str
+    reason: str = Field(min_length=1)
+    stage: Literal["before_parent", "after_parent"] = "after_parent"
+
+
+class AgentDefinition(Definition):
+    """The spec's ``AgentDefinition``, field for field."""
+
+    name: str
+    title: str | None = None
+    type: Literal["ai_human", "dual_ai"] = "ai_human"
+    max_session_turns: int | None = Field(default=None, ge=1)
+    side_a: SideConfig
+    side_b: SideConfig | None = None
+    expose_as_tool: bool = False
+    primary: bool = True
+    tool_description: str | None = None
+    description: str | None = None
+    icon: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    tenvs: dict[str, Any] | None = None
+    package_name: str | None = None
+    version: str | None = None
+    author: str | None = None
+    license: str | None = None
+    hooks: list[str] = Field(default_factory=list)
+    parent_hooks: list[ParentHookRequirement] = Field(default_factory=list)
+    input_guardrails: list[str] = Field(default_factory=list)
+    output_guardrails: list[str] = Field(default_factory=list)
+
+    def side(self, which: Literal["a", "b"]) -> SideConfig | None:
+        return self.side_a if which == "a" else self.side_b
+
+
+def _get(data: dict[str, Any], snake: str, camel: str) -> Any:
+    return data.get(snake, data.get(camel))
+
+
+def _side_problems(side: Any, where: str) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if isinstance(side, SideConfig):
+        side = side.model_dump()
+    if not isinstance(side, dict):
+        return problems
+    stop_tool = _get(side, "stop_tool", "stopTool")
+    prop = _get(side, "stop_tool_response_property", "stopToolResponseProperty")
+    if stop_tool and not prop:
+        problems.append((f"{where}.stop_tool_response_property", "required when stop_tool is set (stopTool needs stopToolResponseProperty)"))
+    return problems
+
+
+def define_agent(definition: dict[str, Any] | None = None, /, **fields: Any) -> AgentDefinition:
+    """Validate an agent; every problem is reported at once, naming its field."""
+    data = {**(definition or {}), **fields}
+    problems: list[tuple[str, str]] = []
+    name = data.get("name")
+    if isinstance(name, str):
+        bad = check_snake_case(name)
+        if bad:
+            problems.append(("name", bad))
+    kind = data.get("type", "ai_human")
+    side_b = _get(data, "side_b", "sideB")
+    if kind == "dual_ai" and side_b is None:
+        problems.append(("side_b", "a dual_ai agent needs side_b (sideB): the second AI participant"))
+    if _get(data, "expose_as_tool", "exposeAsTool") and not _get(data, "tool_description", "toolDescription"):
+        problems.append(("tool_description", "required when expose_as_tool is true (exposeAsTool needs toolDescription)"))
+    if kind != "dual_ai" and _get(data, "parent_hooks", "parentHooks"):
+        problems.append(("parent_hooks", "parent hooks apply only to dual_ai agents composed as child tools"))
+    problems += _side_problems(_get(data, "side_a", "sideA"), "side_a")
+    problems += _side_problems(side_b, "side_b")
+    return build(AgentDefinition, data, problems)  # type: ignore[no-any-return]

@@ -1,0 +1,120 @@
+"""Prompt definitions: the system prompt a side runs with, its tools, hooks and model."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from ._base import Definition, build, check_snake_case
+
+__all__ = [
+    "PromptDefinition",
+    "PromptEnvPart",
+    "PromptIncludePart",
+    "PromptPart",
+    "PromptTextPart",
+    "PromptToolConfig",
+    "define_prompt",
+]
+
+
+class PromptTextPart(Definition):
+    """Literal text."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class PromptIncludePart(Definition):
+    """The rendered text of another prompt."""
+
+    type: Literal["include"] = "include"
+    prompt: str
+
+
+class PromptEnvPart(Definition):
+    """An env value, looked up at render time (thread, then user, agent, instance)."""
+
+    type: Literal["env"] = "env"
+    key: str
+    default: str | None = None
+
+
+PromptPart = PromptTextPart | PromptIncludePart | PromptEnvPart
+
+
+class PromptToolConfig(Definition):
+    """A tool reference with per-prompt options (used for agents exposed as tools)."""
+
+    name: str
+    description: str | None = None
+    include_text_response: bool = True
+    include_tool_calls: bool = False
+    include_errors: bool = True
+    init_user_message_property: str | None = None
+    enabled: bool = True
+
+
+class PromptDefinition(Definition):
+    """A system prompt and what goes with it.
+
+    ``hooks`` left as ``None`` falls back to the agent's hook list; a list (even empty)
+    replaces it, as the spec's hook provenance rules say.
+    """
+
+    name: str
+    description: str | None = None
+    prompt: str | list[PromptPart] = ""
+    model: str | None = None
+    tools: list[str | PromptToolConfig] = Field(default_factory=list)
+    hooks: list[str] | None = None
+    tool_discovery: Literal["all", "ondemand"] = "all"
+    compaction_threshold: float | None = Field(default=None, gt=0, le=1)
+    input_guardrails: list[str] = Field(default_factory=list)
+    output_guardrails: list[str] = Field(default_factory=list)
+    parallel_tool_calls: bool = True
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    max_tool_retries: int = Field(default=3, ge=0)
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _parts(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            out = []
+            for part in value:
+                if isinstance(part, str):
+                    out.append({"type": "text", "text": part})
+                elif isinstance(part, dict) and part.get("type") == "text" and "content" in part and "text" not in part:
+                    out.append({"type": "text", "text": part["content"]})
+                else:
+                    out.append(part)
+            return out
+        return value
+
+    def tool_names(self) -> list[str]:
+        """Names of enabled tools, in order."""
+        return [t if isinstance(t, str) else t.name for t in self.tools if isinstance(t, str) or t.enabled]
+
+    def tool_config(self, name: str) -> PromptToolConfig | None:
+        for t in self.tools:
+            if isinstance(t, PromptToolConfig) and t.name == name:
+                return t
+        return None
+
+    def includes(self) -> list[str]:
+        if isinstance(self.prompt, str):
+            return []
+        return [p.prompt for p in self.prompt if isinstance(p, PromptIncludePart)]
+
+
+def define_prompt(definition: dict[str, Any] | None = None, /, **fields: Any) -> PromptDefinition:
+    """Validate a prompt; every problem is reported at once, naming its field."""
+    data = {**(definition or {}), **fields}
+    problems: list[tuple[str, str]] = []
+    name = data.get("name")
+    if isinstance(name, str) and (bad := check_snake_case(name)):
+        problems.append(("name", bad))
+    return build(PromptDefinition, data, problems)  # type: ignore[no-any-return]

@@ -1,0 +1,117 @@
+"""Context assembly: the system prompt, and stored messages turned into model messages.
+
+Conversions are cached per message (id, version, perspective) so assembling the context
+of a long conversation costs a lookup per message, not a rebuild: a step's cost does not
+grow with the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..definitions import PromptDefinition, PromptEnvPart, PromptIncludePart, PromptTextPart
+from ..exceptions import DefinitionError
+from ..records import Message
+
+if TYPE_CHECKING:
+    from ..registry import Registry
+    from .state import ThreadState
+
+__all__ = ["LLMCache", "render_prompt", "to_llm_message"]
+
+
+def prompt_is_static(prompt: PromptDefinition, registry: Registry, namespace: str | None, _seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a prompt renders the same text every time (no env parts anywhere)."""
+    if isinstance(prompt.prompt, str):
+        return True
+    for part in prompt.prompt:
+        if isinstance(part, PromptEnvPart):
+            return False
+        if isinstance(part, PromptIncludePart) and part.prompt not in _seen:
+            inner = registry.get("prompts", part.prompt, namespace)
+            if not prompt_is_static(inner, registry, namespace, _seen | {prompt.name}):
+                return False
+    return True
+
+
+async def render_prompt(prompt: PromptDefinition, state: ThreadState | None, registry: Registry,
+                        namespace: str | None, _seen: tuple[str, ...] = ()) -> str:
+    """The prompt's text: text parts as written, includes rendered, env values looked up."""
+    if prompt.name in _seen:
+        raise DefinitionError([("prompt", f"include cycle: {' -> '.join((*_seen, prompt.name))}")])
+    if isinstance(prompt.prompt, str):
+        return prompt.prompt
+    out: list[str] = []
+    for part in prompt.prompt:
+        if isinstance(part, PromptTextPart):
+            out.append(part.text)
+        elif isinstance(part, PromptIncludePart):
+            inner = await registry.aget("prompts", part.prompt, namespace)
+            out.append(await render_prompt(inner, state, registry, namespace, (*_seen, prompt.name)))
+        elif isinstance(part, PromptEnvPart):
+            value = await state.get_env(part.key) if state is not None else None
+            out.append(str(value) if value is not None else (part.default or ""))
+    return "".join(out)
+
+
+def _content(message: Message) -> Any:
+    if message.parts:
+        return message.parts
+    return message.content if message.content is not None else ""
+
+
+def to_llm_message(message: Message, perspective: str | None, dual: bool) -> dict[str, Any] | None:
+    """One stored message as the model of ``perspective``'s side sees it (None: not shown).
+
+    In a dual_ai thread each side reads its own replies as the assistant's and the other
+    side's as the user's; the other side's tool traffic is not shown.
+    """
+    role = message.role
+    if role == "assistant":
+        if dual and message.side is not None and message.side != perspective:
+            text = message.content
+            return {"role": "user", "content": text} if text else None
+        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            out["tool_calls"] = [tc.to_dict() for tc in message.tool_calls]
+        return out
+    if role == "tool":
+        if dual and message.side is not None and message.side != perspective:
+            return None
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content or ""}
+    if role == "user" and dual and message.side is not None and message.side == perspective:
+        # an opening message addressed to this side by the other side's label stays a user turn
+        return {"role": "user", "content": _content(message)}
+    return {"role": role, "content": _content(message)}
+
+
+class LLMCache:
+    """Memoised conversions keyed by (message id, updated_at, perspective)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, int | None, str | None], dict[str, Any] | None] = {}
+
+    def convert(self, messages: list[Message], perspective: str | None, dual: bool) -> list[dict[str, Any]]:
+        cache = self._cache
+        out: list[dict[str, Any]] = []
+        append = out.append
+        for m in messages:
+            if m.hidden:
+                continue
+            key = (m.id, m.updated_at, perspective)
+            llm = cache.get(key, _MISSING)
+            if llm is _MISSING:
+                llm = to_llm_message(m, perspective, dual)
+                cache[key] = llm
+            if llm is not None:
+                append(llm)  # type: ignore[arg-type]
+        return out
+
+
+_MISSING: Any = object()
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON for tool results and arguments."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)

@@ -1,0 +1,475 @@
+"""The turn loop: one execution of a thread, step by step, until a stop condition.
+
+A step renders the context, calls the model (streaming), stores the reply, runs the tool
+calls it asked for concurrently, stores their results in call order, and checks the stop
+conditions. Each step's writes are committed before the next step starts, and every
+execution ends with exactly one ``done`` event, whatever fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..definitions import AgentDefinition, PromptDefinition, SideConfig
+from ..exceptions import ProviderError, StandardAgentsError
+from ..providers.base import ModelRequest, ModelResponse, ReasoningDelta, StreamEnd, TextDelta, ToolCallDelta
+from ..records import ExecutionRecord, Message, ToolCall, ToolResult, new_id, now_ms
+from .state import ExecutionState, ThreadState
+from .tools import ToolOutcome, Toolbox, run_tool_call
+
+if TYPE_CHECKING:
+    from .hooks import HookSet
+    from .runtime import Runtime, SideSetup
+
+__all__ = ["Execution", "ExecutionResult"]
+
+log = logging.getLogger("standardagents.engine")
+
+StopReason = Literal["complete", "interrupted", "error", "cancelled"]
+
+
+@dataclass
+class ExecutionResult:
+    """How an execution ended."""
+
+    thread_id: str
+    execution_id: str
+    stop_reason: StopReason
+    outcome: str
+    text: str | None = None
+    error: str | None = None
+    stopped_by: Literal["a", "b"] | None = None
+    value: Any = None
+    payload: dict[str, Any] | None = None
+    messages: list[Message] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threadId": self.thread_id, "executionId": self.execution_id, "stopReason": self.stop_reason,
+            "outcome": self.outcome, "text": self.text, "error": self.error, "stoppedBy": self.stopped_by,
+            "value": self.value, "payload": self.payload, "usage": self.usage,
+        }
+
+
+class _TurnEnd(Exception):
+    """Internal: the current side's turn is over (not an error)."""
+
+
+class Execution:
+    """One run of the loop for one thread. Create through :meth:`Runtime.start`."""
+
+    def __init__(self, runtime: Runtime, state: ThreadState, agent: AgentDefinition, record: ExecutionRecord) -> None:
+        self.rt = runtime
+        self.state = state
+        self.agent = agent
+        self.record = record
+        self.ex: ExecutionState = state.execution  # type: ignore[assignment]
+        self.dual = agent.type == "dual_ai"
+        self.bus = runtime.bus
+        self.thread_id = state.thread_id
+        self.created: list[Message] = []
+        self.last_text: str | None = None
+        self.usage: dict[str, int] = {}
+        self.payload: dict[str, Any] | None = None
+        self.value: Any = None
+        self._partial: Message | None = None
+        self._partial_text: list[str] = []
+        self._retry_budget: dict[str, int] = {}
+
+    # entry ---------------------------------------------------------------------------------
+    async def run(self) -> ExecutionResult:
+        ex = self.ex
+        stop_reason: StopReason = "complete"
+        error: str | None = None
+        try:
+            await self._loop()
+            if ex.stop_reason in ("interrupted", "error"):
+                stop_reason = ex.stop_reason  # type: ignore[assignment]
+        except asyncio.CancelledError:
+            stop_reason = "cancelled"
+            ex.outcome = "cancelled"
+            await asyncio.shield(self._settle_cancel())
+        except ProviderError as exc:
+            stop_reason, error = "error", str(exc)
+            ex.outcome = "model_error"
+            await self._record_error(error, "model_error")
+        except StandardAgentsError as exc:
+            stop_reason, error = "error", str(exc)
+            ex.outcome = "error"
+            await self._record_error(error, "error")
+        except Exception as exc:  # a bug or a hook that broke the loop: still end cleanly
+            log.exception("execution %s failed", self.record.id)
+            stop_reason, error = "error", f"{type(exc).__name__}: {exc}"
+            ex.outcome = "error"
+            await self._record_error(error, "internal_error")
+        ex.stopped = True
+        self.record.status = stop_reason
+        self.record.stop_reason = stop_reason
+        self.record.stopped_by = ex.stopped_by
+        self.record.error = error
+        self.record.step_count = ex.step_count
+        self.record.updated_at = now_ms()
+        self.record.state = self._durable_state()
+        try:
+            await asyncio.shield(self.rt.store.save_execution(self.record))
+        except Exception:
+            log.exception("could not save the end of execution %s", self.record.id)
+        result = ExecutionResult(self.thread_id, self.record.id, stop_reason, ex.outcome or stop_reason,
+                                 self.last_text, error, ex.stopped_by, self.value, self.payload, self.created, self.usage)
+        self.bus.emit("done", self.thread_id, {"stopReason": stop_reason, "executionId": self.record.id,
+                                               "outcome": result.outcome, "error": error, "stoppedBy": ex.stopped_by})
+        return result
+
+    def _durable_state(self) -> dict[str, Any]:
+        ex = self.ex
+        return {"side": ex.side, "sideSteps": dict(ex.side_steps), "sessionTurns": ex.session_turns,
+                "outcome": ex.outcome, "status": ex.status, "value": self.value, "payload": self.payload}
+
+    async def _record_error(self, message: str, code: str) -> None:
+        self.bus.emit("error", self.thread_id, {"message": message, "code": code})
+        msg = Message(thread_id=self.thread_id, role="assistant", content=message, status="error", hidden=True,
+                      side=self.ex.side, metadata={"error": code, "executionId": self.record.id})
+        try:
+            await asyncio.shield(self.rt.store.commit_step(messages=[msg]))
+            self.bus.emit("message_created", self.thread_id, {"message": msg.to_dict()})
+        except Exception:
+            log.exception("could not store the error of execution %s", self.record.id)
+
+    async def _settle_cancel(self) -> None:
+        """Keep the partial reply (marked) and give every unanswered call an error result."""
+        messages: list[Message] = []
+        partial = self._partial
+        if partial is not None and self._partial_text:
+            partial.content = "".join(self._partial_text)
+        if partial is not None and (partial.content or partial.tool_calls):
+            partial.status = "cancelled"
+            messages.append(partial)
+        try:
+            stored = await self.rt.store.commit_step(messages=messages) if messages else []
+            for m in stored:
+                self.ex.message_history.append(m)
+                self.bus.emit("message_created", self.thread_id, {"message": m.to_dict()})
+            await self.rt.repair_transcript(self.state, reason="the turn was cancelled before this call finished")
+        except Exception:
+            log.exception("could not settle cancelled execution %s", self.record.id)
+
+    # the loop ------------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        ex = self.ex
+        agent = self.agent
+        max_turns = agent.max_session_turns
+        while True:
+            side_cfg = agent.side(ex.side)
+            if side_cfg is None:
+                raise StandardAgentsError(f"agent {agent.name!r} has no side {ex.side}")
+            await self._run_turn(ex.side, side_cfg)
+            if ex.stopped or ex.outcome in ("session_stop", "session_fail") or ex.stop_reason in ("interrupted", "error"):
+                return
+            if not self.dual:
+                return
+            ex.session_turns += 1
+            if max_turns is not None and ex.session_turns >= max_turns:
+                ex.outcome = "max_session_turns"
+                return
+            nxt = ex.forced_side or ("b" if ex.side == "a" else "a")
+            ex.forced_side = None
+            ex.side = nxt  # type: ignore[assignment]
+            self.record.side = nxt  # type: ignore[assignment]
+
+    async def _run_turn(self, side: Literal["a", "b"], cfg: SideConfig) -> None:
+        ex = self.ex
+        setup = await self.rt.side_setup(self.agent, side, self.state.namespace)
+        max_steps = cfg.max_steps or self.rt.default_max_steps
+        ex.side_steps[side] = 0
+        while True:
+            if ex.side_steps[side] >= max_steps:
+                ex.outcome = "max_steps"
+                ex.stop_reason = "interrupted"
+                ex.stopped_by = side
+                return
+            ex.step_count += 1
+            ex.side_steps[side] += 1
+            if ex.queued_tools:
+                await self._run_queued(side, setup)
+            reply = await self._model_step(side, setup)
+            if not reply.tool_calls:
+                if cfg.stop_on_response or self.dual:
+                    ex.outcome = ex.outcome or "response"
+                    return
+                continue
+            outcomes = await self._run_tools(side, reply, setup)
+            if self._check_stops(side, cfg, setup, outcomes):
+                return
+
+    def _check_stops(self, side: Literal["a", "b"], cfg: SideConfig, setup: SideSetup, outcomes: list[ToolOutcome]) -> bool:
+        ex = self.ex
+        for out in outcomes:
+            name = out.call.name
+            kind = setup.toolbox.session.get(name)
+            if kind is not None and out.result.status == "success":
+                binding = cfg.session_tool(kind)  # type: ignore[arg-type]
+                payload = _session_payload(binding, out.args or {})
+                if kind == "status":
+                    ex.status = payload.get("message")
+                    self.rt.on_session_status(self.state, payload)
+                    continue
+                ex.stopped = True
+                ex.stopped_by = side
+                ex.outcome = "session_stop" if kind == "stop" else "session_fail"
+                self.payload = payload
+                return True
+            if cfg.stop_tool and name == cfg.stop_tool and out.result.status == "success":
+                self.value = _extract(out.result.result, cfg.stop_tool_response_property)
+                ex.outcome = "stop_tool"
+                ex.stopped_by = side
+                return True
+        return False
+
+    # one model step ------------------------------------------------------------------------
+    async def _model_step(self, side: Literal["a", "b"], setup: SideSetup) -> Message:
+        ex = self.ex
+        request = await self._assemble(side, setup)
+        msg_id = new_id("msg_")
+        reply = Message(thread_id=self.thread_id, role="assistant", content=None, id=msg_id, side=side if self.dual else None,
+                        metadata={"executionId": self.record.id, "step": ex.step_count})
+        self._partial = reply
+        self._partial_text = []
+        response = await self._call_model(request, setup, reply)
+        self._partial = None
+        text = response.text or None
+        reply.content = text
+        reply.reasoning = response.reasoning
+        reply.tool_calls = list(response.tool_calls) or None
+        reply.usage = response.usage
+        if response.finish_reason == "length":
+            reply.status = "truncated"
+        if response.model:
+            reply.metadata["model"] = response.model
+        if response.usage is not None:
+            u = response.usage.to_dict()
+            for k, v in u.items():
+                self.usage[k] = self.usage.get(k, 0) + v
+            self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count})
+        stored = await self.rt.create_messages(self.state, [reply], execution=self.record)
+        reply = stored[0]
+        if text:
+            self.last_text = text
+        return reply
+
+    async def _assemble(self, side: Literal["a", "b"], setup: SideSetup) -> ModelRequest:
+        hooks = setup.hooks
+        state = self.state
+        system = setup.static_system
+        if system is None:
+            system = await self.rt.render_system(setup, state)
+        if hooks.has("after_system_message"):
+            replaced = await hooks.transform("after_system_message", state, system)
+            system = replaced if isinstance(replaced, str) else system
+        history = self.ex.message_history
+        if hooks.has("filter_messages"):
+            snapshot = [m for m in history if not m.hidden]
+            filtered = await hooks.transform("filter_messages", state, snapshot)
+            msgs = [m if isinstance(m, Message) else Message.from_dict(m) for m in filtered]
+        else:
+            msgs = history
+        llm = self.rt.llm_cache.convert(msgs, side, self.dual)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        messages.extend(llm)
+        if self.dual and (not llm or llm[-1]["role"] == "assistant"):
+            messages.append({"role": "user", "content": "(continue)"})
+        if hooks.has("prefilter_llm_history"):
+            messages = await hooks.transform("prefilter_llm_history", state, copy.deepcopy(messages))
+        model = setup.model
+        return ModelRequest(model=model.model, messages=messages, tools=setup.toolbox.offered,
+                            tool_choice=setup.prompt.tool_choice if setup.toolbox.offered else None,
+                            max_tokens=setup.prompt.max_tokens or model.max_tokens,
+                            temperature=setup.prompt.temperature if setup.prompt.temperature is not None else model.temperature,
+                            top_p=model.top_p, extra_body=model.extra_body, timeout=model.timeout,
+                            metadata={"threadId": self.thread_id, "agent": self.agent.name})
+
+    async def _call_model(self, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
+        """Call the side's model, then each fallback on a retriable error."""
+        chain = [setup.model, *setup.fallbacks]
+        last: ProviderError | None = None
+        for i, model in enumerate(chain):
+            if i:
+                request.model = model.model
+            provider = self.rt.provider_for(model)
+            try:
+                if model.stream:
+                    return await self._stream(provider, request, setup, reply)
+                response = await provider.request(request)
+                await self._started_from_response(response, setup)
+                return response
+            except ProviderError as exc:
+                last = exc
+                if not exc.retriable or not exc.before_first_token or i == len(chain) - 1:
+                    raise
+                log.warning("model %s failed (%s); trying fallback %s", model.name, exc, chain[i + 1].name)
+        assert last is not None
+        raise last
+
+    async def _started_from_response(self, response: ModelResponse, setup: SideSetup) -> None:
+        for call in response.tool_calls:
+            tool = setup.toolbox.tools.get(call.name)
+            progress = None
+            if tool is not None and tool.progress_argument:
+                try:
+                    progress = json.loads(call.arguments or "{}").get(tool.progress_argument)
+                except (ValueError, AttributeError):
+                    progress = None
+            await self._tool_started(call, setup, None if progress is None else str(progress))
+
+    async def _tool_started(self, call: ToolCall, setup: SideSetup, progress: str | None) -> None:
+        self.bus.emit("tool_call_started", self.thread_id, {"id": call.id, "name": call.name, "progress": progress})
+        if setup.hooks.has("tool_call_started"):
+            await setup.hooks.notify("tool_call_started", self.state, call, progress)
+
+    async def _stream(self, provider: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
+        bus = self.bus
+        tid = self.thread_id
+        side = reply.side
+        text_parts: list[str] = []
+        self._partial_text = text_parts
+        calls: dict[int, dict[str, Any]] = {}
+        listening = bus.has_subscribers(tid)
+        async for delta in provider.stream(request):
+            if type(delta) is TextDelta:
+                text_parts.append(delta.text)
+                if listening:
+                    bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": delta.text, "side": side})
+            elif type(delta) is ToolCallDelta:
+                await self._on_call_delta(delta, calls, setup)
+            elif type(delta) is ReasoningDelta:
+                if listening:
+                    bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": delta.text, "side": side})
+            elif type(delta) is StreamEnd:
+                response = delta.response
+                for i, call in enumerate(response.tool_calls):
+                    slot = calls.get(i)
+                    if slot is None or not slot["started"]:
+                        tool = setup.toolbox.tools.get(call.name)
+                        progress = None
+                        if tool is not None and tool.progress_argument:
+                            try:
+                                progress = json.loads(call.arguments or "{}").get(tool.progress_argument)
+                            except (ValueError, AttributeError):
+                                progress = None
+                        await self._tool_started(call, setup, None if progress is None else str(progress))
+                return response
+        raise ProviderError("the model's stream ended without a final response", retriable=True, before_first_token=not text_parts)
+
+    async def _on_call_delta(self, delta: ToolCallDelta, calls: dict[int, dict[str, Any]], setup: SideSetup) -> None:
+        slot = calls.get(delta.index)
+        if slot is None:
+            slot = calls[delta.index] = {"id": delta.id or "", "name": delta.name or "", "args": [], "started": False}
+        else:
+            if delta.id:
+                slot["id"] = delta.id
+            if delta.name:
+                slot["name"] = slot["name"] or delta.name
+        if delta.arguments:
+            slot["args"].append(delta.arguments)
+        if slot["started"] or not slot["name"]:
+            return
+        tool = setup.toolbox.tools.get(slot["name"])
+        prog_arg = tool.progress_argument if tool is not None else None
+        if prog_arg is None:
+            slot["started"] = True
+            await self._tool_started(ToolCall(slot["id"], slot["name"], "".join(slot["args"])), setup, None)
+            return
+        value = _completed_string_arg("".join(slot["args"]), prog_arg)
+        if value is not None:
+            slot["started"] = True
+            await self._tool_started(ToolCall(slot["id"], slot["name"], "".join(slot["args"])), setup, value)
+
+    # tools ---------------------------------------------------------------------------------
+    async def _run_tools(self, side: Literal["a", "b"], reply: Message, setup: SideSetup) -> list[ToolOutcome]:
+        calls = reply.tool_calls or []
+        state = self.state
+        hooks = setup.hooks
+        if len(calls) == 1 or not setup.prompt.parallel_tool_calls:
+            outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, timeout=self.rt.tool_timeout) for c in calls]
+        else:
+            outcomes = list(await asyncio.gather(*(run_tool_call(state, c, setup.toolbox, hooks, timeout=self.rt.tool_timeout) for c in calls)))
+        await self.rt.store_tool_outcomes(self.state, outcomes, side if self.dual else None, hooks, execution=self.record)
+        return outcomes
+
+    async def _run_queued(self, side: Literal["a", "b"], setup: SideSetup) -> None:
+        queued, self.ex.queued_tools = self.ex.queued_tools, []
+        for name, args in queued:
+            await self.rt.run_queued_call(self.state, name, args, setup, side if self.dual else None, execution=self.record)
+
+
+def _session_payload(binding: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The message and attachments a session tool call carries, per its binding."""
+    message = None
+    attachments: list[str] = []
+    if binding is not None and binding.message_property:
+        value = args.get(binding.message_property)
+        message = value if isinstance(value, str) or value is None else json.dumps(value)
+    if binding is not None and binding.attachments_property:
+        value = args.get(binding.attachments_property)
+        if isinstance(value, str):
+            attachments = [value]
+        elif isinstance(value, list):
+            attachments = [str(v) for v in value]
+    return {"message": message, "attachments": attachments, "arguments": args}
+
+
+def _extract(result: str | None, prop: str | None) -> Any:
+    if result is None:
+        return None
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return result if not prop else None
+    if prop and isinstance(data, dict):
+        return data.get(prop)
+    return data
+
+
+def _completed_string_arg(partial: str, key: str) -> str | None:
+    """The value of ``key`` once it has finished streaming in partial JSON text, else None."""
+    needle = f'"{key}"'
+    at = partial.find(needle)
+    if at < 0:
+        return None
+    i = partial.find(":", at + len(needle))
+    if i < 0:
+        return None
+    i += 1
+    n = len(partial)
+    while i < n and partial[i] in " \t\r\n":
+        i += 1
+    if i >= n:
+        return None
+    if partial[i] == '"':
+        j = i + 1
+        while j < n:
+            c = partial[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == '"':
+                try:
+                    return str(json.loads(partial[i:j + 1]))
+                except ValueError:
+                    return None
+            j += 1
+        return None
+    j = i
+    while j < n and partial[j] not in ",}":
+        j += 1
+    if j >= n:
+        return None
+    return partial[i:j].strip()
+
+
+_ = ToolResult  # re-exported type used in annotations elsewhere

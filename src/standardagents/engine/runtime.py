@@ -1,0 +1,550 @@
+"""The ``Runtime``: a project's registry, a store, an event bus and the model providers,
+and the operations on threads (create, send, stop, subscribe).
+
+One execution runs per thread at a time; a message sent meanwhile waits its turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..definitions import AgentDefinition, ModelDefinition, PromptDefinition, ToolDefinition
+from ..events import EventBus, Subscription
+from ..exceptions import DefinitionError, InjectionRejected, NotFoundError, StandardAgentsError
+from ..project import DEFAULT_MODEL, load_project
+from ..providers.base import ModelProvider
+from ..records import ExecutionRecord, Message, ThreadRecord, ToolCall, ToolResult, new_id, now_ms
+from ..registry import Registry
+from ..store.base import Store
+from .context import LLMCache, prompt_is_static, render_prompt
+from .hooks import HookSet
+from .loop import Execution, ExecutionResult
+from .state import ExecutionState, ThreadState
+from .tools import Toolbox, ToolOutcome, run_tool_call, session_tool
+
+__all__ = ["Runtime", "SideSetup"]
+
+log = logging.getLogger("standardagents.runtime")
+
+
+@dataclass
+class SideSetup:
+    """Everything one side needs per step, resolved once and cached."""
+
+    agent: AgentDefinition
+    side: Literal["a", "b"]
+    prompt: PromptDefinition
+    model: ModelDefinition
+    fallbacks: list[ModelDefinition]
+    toolbox: Toolbox
+    hooks: HookSet
+    namespace: str | None
+    static_system: str | None
+
+
+class Runtime:
+    """Runs a project's agents against a store. Use ``await Runtime.open(path)``."""
+
+    def __init__(self, registry: Registry, store: Store, *, bus: EventBus | None = None,
+                 model_override: str | ModelDefinition | None = None, default_max_steps: int = 50,
+                 tool_timeout: float | None = None) -> None:
+        self.registry = registry
+        self.store = store
+        self.bus = bus or EventBus()
+        self.model_override = model_override
+        self.default_max_steps = default_max_steps
+        self.tool_timeout = tool_timeout
+        self.llm_cache = LLMCache()
+        self._setups: dict[tuple[str, str, str | None], SideSetup] = {}
+        self._providers: dict[str, ModelProvider] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
+        self._executions: dict[str, Execution] = {}
+        self._closed = False
+
+    # construction --------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, project: str | Path | Registry | None = None, *, database_url: str | None = None,
+                   store: Store | None = None, **options: Any) -> Runtime:
+        """Load a project (a folder or a ready Registry) and open its store."""
+        from ..store import open_store
+
+        if isinstance(project, Registry):
+            registry = project
+        elif project is not None:
+            registry = load_project(project)
+        else:
+            registry = Registry()
+        if store is None:
+            root = registry.root if registry.root is not None else Path.cwd()
+            store = open_store(database_url, project_dir=Path(root))
+        await store.open()
+        return cls(registry, store, **options)
+
+    async def aclose(self) -> None:
+        """Cancel running executions, close providers and the store."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._running.values()):
+            task.cancel()
+        for task in list(self._running.values()):
+            try:
+                await task
+            except BaseException:  # noqa: S110 - shutting down
+                pass
+        for provider in self._providers.values():
+            try:
+                await provider.aclose()
+            except Exception:
+                log.exception("closing a provider failed")
+        await self.store.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # resolution ----------------------------------------------------------------------------
+    async def agent(self, name: str, namespace: str | None = None) -> AgentDefinition:
+        return await self.registry.aget("agents", name, namespace)  # type: ignore[no-any-return]
+
+    def provider_for(self, model: ModelDefinition) -> ModelProvider:
+        """One shared provider per endpoint configuration."""
+        from ..providers.factory import ProviderSpec, create_provider
+
+        key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
+        provider = self._providers.get(key)
+        if provider is None:
+            api_key = os.environ.get(model.api_key_env) if model.api_key_env else None
+            spec = ProviderSpec(provider=model.provider, base_url=model.base_url, api_key=api_key,
+                                api_key_env=model.api_key_env, timeout=model.timeout or 60.0, max_retries=model.max_retries,
+                                headers=dict(model.headers), options=dict(model.options))
+            provider = create_provider(spec)
+            self._providers[key] = provider
+        return provider
+
+    def use_provider(self, model_name: str, provider: ModelProvider) -> None:
+        """Route every request for a model definition to ``provider`` (tests, embedding)."""
+        model = self.registry.get("models", model_name) if self.registry.has("models", model_name) else None
+        if model is None:
+            raise NotFoundError("model", model_name)
+        key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
+        self._providers[key] = provider
+
+    async def _model(self, name: str | None, namespace: str | None) -> ModelDefinition:
+        override = self.model_override
+        if isinstance(override, ModelDefinition):
+            return override
+        if isinstance(override, str):
+            name = override
+        return await self.registry.aget("models", name or DEFAULT_MODEL, namespace)  # type: ignore[no-any-return]
+
+    async def side_setup(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> SideSetup:
+        key = (agent.name, side, namespace)
+        setup = self._setups.get(key)
+        if setup is None:
+            setup = await self._build_setup(agent, side, namespace)
+            self._setups[key] = setup
+        return setup
+
+    def invalidate(self) -> None:
+        """Forget cached side setups (after the project changed)."""
+        self._setups.clear()
+
+    async def _build_setup(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> SideSetup:
+        cfg = agent.side(side)
+        if cfg is None:
+            raise DefinitionError([(f"side_{side}", "this side is not configured")], source=f"agent {agent.name!r}")
+        prompt: PromptDefinition = await self.registry.aget("prompts", cfg.prompt, namespace)
+        model = await self._model(prompt.model, namespace)
+        fallbacks = [await self.registry.aget("models", fb, namespace) for fb in model.fallbacks]
+        toolbox = Toolbox()
+        for name in prompt.tool_names():
+            toolbox.tools[name] = await self._resolve_tool(name, namespace, agent)
+        for kind in ("stop", "fail", "status"):
+            binding = cfg.session_tool(kind)  # type: ignore[arg-type]
+            if binding is None:
+                continue
+            toolbox.session[binding.name] = kind
+            if binding.name not in toolbox.tools:
+                if self.registry.has("tools", binding.name, namespace):
+                    toolbox.tools[binding.name] = await self.registry.aget("tools", binding.name, namespace)
+                else:
+                    toolbox.tools[binding.name] = session_tool(binding.name, kind, binding.message_property, binding.attachments_property)
+        if cfg.stop_tool and cfg.stop_tool not in toolbox.tools and self.registry.has("tools", cfg.stop_tool, namespace):
+            toolbox.tools[cfg.stop_tool] = await self.registry.aget("tools", cfg.stop_tool, namespace)
+        toolbox.offered = [t.openai_tool() for t in toolbox.tools.values()]
+        hooks = await self.hook_set(agent, prompt, namespace)
+        static = None
+        if prompt_is_static(prompt, self.registry, namespace):
+            static = await render_prompt(prompt, None, self.registry, namespace)
+        return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static)
+
+    async def _resolve_tool(self, name: str, namespace: str | None, agent: AgentDefinition) -> ToolDefinition:
+        if self.registry.has("tools", name, namespace):
+            return await self.registry.aget("tools", name, namespace)  # type: ignore[no-any-return]
+        if self.registry.has("agents", name, namespace):
+            from .composition import agent_tool
+
+            child = await self.registry.aget("agents", name, namespace)
+            return agent_tool(self, child, self.registry.namespace_of("agents", name, namespace))
+        raise NotFoundError("tool", name, f"named by agent {agent.name!r}")
+
+    async def hook_set(self, agent: AgentDefinition, prompt: PromptDefinition | None, namespace: str | None) -> HookSet:
+        """The active hooks: the prompt's list, else the agent's, with provenance."""
+        hooks = HookSet()
+        if prompt is not None and prompt.hooks is not None:
+            ids, source = prompt.hooks, {"kind": "prompt", "promptName": prompt.name}
+        else:
+            ids, source = agent.hooks, {"kind": "agent", "agentName": agent.name}
+        own = [(await self.registry.aget("hooks", hook_id, namespace), source) for hook_id in ids]
+        before, after = await self.parent_hooks(agent, prompt, namespace)
+        for definition, src in (*before, *own, *after):
+            hooks.add(definition, src)
+        return hooks
+
+    async def parent_hooks(self, agent: AgentDefinition, prompt: PromptDefinition | None, namespace: str | None) -> tuple[list[Any], list[Any]]:
+        """Hooks required by child agents that ``prompt`` exposes as tools."""
+        before: list[Any] = []
+        after: list[Any] = []
+        if prompt is None:
+            return before, after
+        for name in prompt.tool_names():
+            entry = self.registry.find("agents", name, namespace)
+            if entry is None:
+                continue
+            child: AgentDefinition = await self.registry.aget("agents", name, namespace)
+            if child.type != "dual_ai" or not child.parent_hooks:
+                continue
+            for req in child.parent_hooks:
+                definition = await self.registry.aget("hooks", req.hook, entry.package)
+                src: dict[str, Any] = {"kind": "child", "relationshipName": name, "agentName": child.name}
+                if entry.package is not None:
+                    pkg = self.registry.packages.get(entry.package)
+                    src["package"] = getattr(pkg, "signature", None) or {"packageId": entry.package}
+                (before if req.stage == "before_parent" else after).append((definition, src))
+        return before, after
+
+    async def render_system(self, setup: SideSetup, state: ThreadState) -> str:
+        return await render_prompt(setup.prompt, state, self.registry, setup.namespace)
+
+    # threads -------------------------------------------------------------------------------
+    async def create_thread(self, agent: str, *, user_id: str | None = None, title: str | None = None,
+                            metadata: dict[str, Any] | None = None, parent_id: str | None = None,
+                            namespace: str | None = None) -> ThreadRecord:
+        """Create a thread and run ``after_thread_created``."""
+        definition = await self.agent(agent, namespace)
+        package = self.registry.namespace_of("agents", agent, namespace)
+        thread = ThreadRecord(agent=definition.name, user_id=user_id, title=title, metadata=dict(metadata or {}),
+                              parent_id=parent_id, package=package)
+        thread = await self.store.create_thread(thread)
+        self.bus.emit("thread_created", thread.id, {"thread": thread.to_dict()})
+        state = ThreadState(self, thread, definition, package)
+        hooks = await self.hook_set(definition, await self._prompt_for(definition, "a", package), package)
+        state._hooks = hooks
+        await hooks.notify("after_thread_created", state)
+        return thread
+
+    async def _prompt_for(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> PromptDefinition | None:
+        cfg = agent.side(side)
+        if cfg is None or not self.registry.has("prompts", cfg.prompt, namespace):
+            return None
+        return await self.registry.aget("prompts", cfg.prompt, namespace)  # type: ignore[no-any-return]
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord:
+        thread = await self.store.get_thread(thread_id)
+        if thread is None:
+            raise NotFoundError("thread", thread_id)
+        return thread
+
+    async def state(self, thread_id: str) -> ThreadState:
+        """A ThreadState for a thread (with the running execution, if any)."""
+        thread = await self.get_thread(thread_id)
+        agent = await self.agent(thread.agent, thread.package) if self.registry.has("agents", thread.agent, thread.package) else None
+        running = self._executions.get(thread_id)
+        st = ThreadState(self, thread, agent, thread.package, running.ex if running else None)
+        if agent is not None:
+            st._hooks = await self.hook_set(agent, await self._prompt_for(agent, "a", thread.package), thread.package)
+        return st
+
+    async def _hooks_of(self, state: ThreadState) -> HookSet:
+        if state._hooks is None:
+            if state.agent is None:
+                state._hooks = HookSet()
+            else:
+                side = state.execution.side if state.execution else "a"
+                setup = await self.side_setup(state.agent, side, state.namespace)
+                state._hooks = setup.hooks
+        return state._hooks  # type: ignore[no-any-return]
+
+    # messages ------------------------------------------------------------------------------
+    async def _before_create(self, state: ThreadState, hooks: HookSet, msg: Message, strict: bool) -> Message:
+        if not hooks.has("before_create_message"):
+            return msg
+        result = await hooks.transform("before_create_message", state, msg, strict=strict)
+        if isinstance(result, dict):
+            result = Message.from_dict({**msg.to_dict(), **result})
+        if not isinstance(result, Message):
+            return msg
+        result.thread_id = state.thread_id
+        return result
+
+    async def create_messages(self, state: ThreadState, messages: list[Message], *, execution: ExecutionRecord | None = None,
+                              tool_results: list[dict[str, Any]] | None = None, hooks: HookSet | None = None) -> list[Message]:
+        """Store messages from the engine in one transaction: hooks before and after, the
+        live history, events. A failing ``before_create_message`` keeps the last good message."""
+        hooks = hooks or await self._hooks_of(state)
+        prepared = [await self._before_create(state, hooks, m, False) for m in messages]
+        if execution is not None:
+            execution.updated_at = now_ms()
+            execution.step_count = state.execution.step_count if state.execution else execution.step_count
+        stored = await self.store.commit_step(messages=prepared, tool_results=tool_results or [], execution=execution)
+        ex = state.execution
+        bus = self.bus
+        for m in stored:
+            if ex is not None:
+                ex.message_history.append(m)
+            if not m.silent:
+                bus.emit("message_created", state.thread_id, {"message": m.to_dict()})
+        if hooks.has("after_create_message"):
+            for m in stored:
+                await hooks.notify("after_create_message", state, m)
+        return stored
+
+    async def engine_create_message(self, state: ThreadState, msg: Message, *, injected: bool) -> Message:
+        hooks = await self._hooks_of(state)
+        try:
+            prepared = await self._before_create(state, hooks, msg, injected)
+        except Exception as exc:
+            raise InjectionRejected(f"before_create_message rejected the message: {exc}") from exc
+        stored = await self.create_messages(state, [prepared], hooks=_without(hooks, "before_create_message"))
+        return stored[0]
+
+    async def engine_update_message(self, state: ThreadState, message_id: str, updates: dict[str, Any]) -> Message:
+        hooks = await self._hooks_of(state)
+        if hooks.has("before_update_message"):
+            updates = await hooks.transform("before_update_message", state, dict(updates), message_id)
+        message = await self.store.update_message(message_id, dict(updates))
+        ex = state.execution
+        if ex is not None:
+            for i, m in enumerate(ex.message_history):
+                if m.id == message_id:
+                    ex.message_history[i] = message
+                    break
+        if not message.silent:
+            self.bus.emit("message_updated", state.thread_id, {"message": message.to_dict()})
+        await hooks.notify("after_update_message", state, message)
+        return message
+
+    # tool results --------------------------------------------------------------------------
+    async def store_tool_outcomes(self, state: ThreadState, outcomes: list[ToolOutcome], side: Literal["a", "b"] | None,
+                                  hooks: HookSet, *, execution: ExecutionRecord | None = None) -> list[Message]:
+        """Tool messages and result rows for a step, in call order, in one transaction."""
+        messages: list[Message] = []
+        rows: list[dict[str, Any]] = []
+        tid = state.thread_id
+        for out in outcomes:
+            res = out.result
+            meta: dict[str, Any] = {"durationMs": round(out.duration_ms, 3)}
+            if out.repaired:
+                meta["repaired"] = True
+                meta["repairNotes"] = out.notes
+            msg = Message(thread_id=tid, role="tool", content=res.content, tool_call_id=out.call.id, name=out.call.name,
+                          side=side, tool_status=res.status, attachments=list(res.attachments), metadata=meta)
+            messages.append(msg)
+            rows.append({"id": new_id("tr_"), "thread_id": tid, "message_id": msg.id, "tool_call_id": out.call.id,
+                         "tool_name": out.call.name, "arguments": out.call.arguments, "status": res.status,
+                         "result": res.result, "error": res.error, "stack": res.stack, "attachments": list(res.attachments),
+                         "metadata": meta, "created_at": now_ms()})
+        stored = await self.create_messages(state, messages, execution=execution, tool_results=rows, hooks=hooks)
+        for out in outcomes:
+            data: dict[str, Any] = {"id": out.call.id, "name": out.call.name, "status": out.result.status}
+            if out.repaired:
+                data["repaired"] = True
+            if out.result.status == "error":
+                data["error"] = out.result.error
+            self.bus.emit("tool_call_done", tid, data)
+            if hooks.has("tool_call_done"):
+                await hooks.notify("tool_call_done", state, out.call, out.result)
+        return stored
+
+    async def run_queued_call(self, state: ThreadState, name: str, args: dict[str, Any], setup: SideSetup | None,
+                              side: Literal["a", "b"] | None, *, execution: ExecutionRecord | None = None) -> ToolResult:
+        """Store a synthetic assistant call, run it, store its result."""
+        import json as _json
+
+        call = ToolCall(new_id("call_"), name, _json.dumps(args))
+        hooks = setup.hooks if setup else await self._hooks_of(state)
+        toolbox = setup.toolbox if setup else Toolbox()
+        if name not in toolbox.tools:
+            toolbox = Toolbox(dict(toolbox.tools), toolbox.offered, toolbox.session)
+            if state.agent is not None:
+                toolbox.tools[name] = await self._resolve_tool(name, state.namespace, state.agent)
+        await self.create_messages(state, [Message(thread_id=state.thread_id, role="assistant", tool_calls=[call], side=side,
+                                                   metadata={"queued": True})], execution=execution, hooks=hooks)
+        self.bus.emit("tool_call_started", state.thread_id, {"id": call.id, "name": name, "progress": None})
+        await hooks.notify("tool_call_started", state, call, None)
+        outcome = await run_tool_call(state, call, toolbox, hooks, timeout=self.tool_timeout)
+        await self.store_tool_outcomes(state, [outcome], side, hooks, execution=execution)
+        return outcome.result
+
+    async def engine_run_queued_tool(self, state: ThreadState, name: str, args: dict[str, Any]) -> None:
+        await self.run_queued_call(state, name, args, None, None)
+
+    async def engine_invoke_tool(self, state: ThreadState, name: str, args: dict[str, Any]) -> ToolResult:
+        import json as _json
+
+        if state.agent is None:
+            raise NotFoundError("agent", state.agent_id)
+        tool = await self._resolve_tool(name, state.namespace, state.agent)
+        call = ToolCall(new_id("call_"), name, _json.dumps(args))
+        outcome = await run_tool_call(state, call, Toolbox({name: tool}), HookSet(), timeout=self.tool_timeout)
+        return outcome.result
+
+    async def repair_transcript(self, state: ThreadState, *, reason: str = "no result was recorded for this call") -> int:
+        """Give every tool call without a result an error result, so requests stay valid."""
+        history = state.execution.message_history if state.execution else await state.get_messages()
+        answered = {m.tool_call_id for m in history if m.role == "tool"}
+        outcomes = []
+        for m in history:
+            if m.role == "assistant" and m.tool_calls:
+                for call in m.tool_calls:
+                    if call.id not in answered:
+                        outcomes.append((m.side, ToolOutcome(call, ToolResult("error", error=f"Error: {reason}"), None)))
+        for side, out in outcomes:
+            await self.store_tool_outcomes(state, [out], side, HookSet())
+        return len(outcomes)
+
+    def on_session_status(self, state: ThreadState, payload: dict[str, Any]) -> None:
+        """A child's sessionStatus call: recorded on its parent's subagent registry."""
+        from .composition import record_status
+
+        record_status(self, state, payload)
+
+    async def schedule_effect(self, state: ThreadState, name: str, args: dict[str, Any], *, delay: float = 0.0) -> str:
+        from .effects import schedule
+
+        return await schedule(self, state, name, args, delay)
+
+    # executions ----------------------------------------------------------------------------
+    def _lock(self, thread_id: str) -> asyncio.Lock:
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        return lock
+
+    def is_running(self, thread_id: str) -> bool:
+        return thread_id in self._running
+
+    async def send(self, thread_id: str, content: str | None = None, *, role: str = "user",
+                   attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
+                   side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
+                   start_side: Literal["a", "b"] = "a", silent: bool = False) -> ExecutionResult:
+        """Store a message and run the agent until its turn ends; returns how it ended."""
+        task = await self.start(thread_id, content, role=role, attachments=attachments, parts=parts, side=side,
+                                metadata=metadata, start_side=start_side, silent=silent)
+        return await task
+
+    async def start(self, thread_id: str, content: str | None = None, *, role: str = "user",
+                    attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
+                    side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
+                    start_side: Literal["a", "b"] = "a", silent: bool = False) -> asyncio.Task[ExecutionResult]:
+        """Start (or queue behind the running one) an execution; returns its task."""
+        thread = await self.get_thread(thread_id)
+        agent = await self.agent(thread.agent, thread.package)
+        message = None
+        if content is not None or parts or attachments:
+            message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
+                              attachments=list(attachments or []), side=side, metadata=dict(metadata or {}), silent=silent)
+        task = asyncio.create_task(self._execute(thread, agent, message, start_side))
+        return task
+
+    async def _execute(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+                       start_side: Literal["a", "b"]) -> ExecutionResult:
+        async with self._lock(thread.id):
+            record = ExecutionRecord(thread_id=thread.id, side=start_side)
+            ex = ExecutionState(id=record.id, side=start_side)
+            state = ThreadState(self, thread, agent, thread.package, ex)
+            execution = Execution(self, state, agent, record)
+            task = asyncio.current_task()
+            assert task is not None
+            self._running[thread.id] = task  # type: ignore[assignment]
+            self._executions[thread.id] = execution
+            try:
+                ex.message_history = await self.store.list_messages(thread.id)
+                await self.store.save_execution(record)
+                self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
+                if any(m.role == "assistant" and m.tool_calls for m in ex.message_history[-50:]):
+                    await self.repair_transcript(state)
+                if message is not None:
+                    setup = await self.side_setup(agent, start_side, thread.package)
+                    state._hooks = setup.hooks
+                    await self.create_messages(state, [message], execution=record, hooks=setup.hooks)
+                    state._hooks = None
+            except asyncio.CancelledError:
+                self._running.pop(thread.id, None)
+                self._executions.pop(thread.id, None)
+                raise
+            except StandardAgentsError as exc:
+                self._running.pop(thread.id, None)
+                self._executions.pop(thread.id, None)
+                self.bus.emit("error", thread.id, {"message": str(exc), "code": "error"})
+                self.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": str(exc)})
+                return ExecutionResult(thread.id, record.id, "error", "error", error=str(exc))
+            try:
+                return await execution.run()
+            finally:
+                self._running.pop(thread.id, None)
+                self._executions.pop(thread.id, None)
+
+    async def stop(self, thread_id: str) -> bool:
+        """Cancel the running execution of a thread; True when one was running."""
+        task = self._running.get(thread_id)
+        if task is None:
+            return False
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: S110 - its outcome was already reported by events
+            pass
+        return True
+
+    def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
+        return self.bus.subscribe(thread_id, reasoning=reasoning, maxsize=maxsize)
+
+    async def run(self, agent: str, message: str | None = None, *, user_id: str | None = None, **kwargs: Any) -> ExecutionResult:
+        """Create a thread for ``agent``, send ``message`` and wait for the end of the turn."""
+        thread = await self.create_thread(agent, user_id=user_id)
+        return await self.send(thread.id, message, **kwargs)
+
+    @staticmethod
+    def run_sync(project: str | Path | Registry, agent: str, message: str, **options: Any) -> ExecutionResult:
+        """Synchronous door: open, run one message on a new thread, close."""
+
+        async def main() -> ExecutionResult:
+            rt = await Runtime.open(project, **options)
+            try:
+                return await rt.run(agent, message)
+            finally:
+                await rt.aclose()
+
+        return asyncio.run(main())
+
+
+def _without(hooks: HookSet, name: str) -> HookSet:
+    clone = HookSet(dict(hooks.by_name))
+    clone.by_name.pop(name, None)
+    return clone
+
+
+_unused: Callable[..., Awaitable[Any]] | None = None

@@ -1,0 +1,188 @@
+"""``ThreadState``: what tools, hooks and endpoints see of a thread, and ``ExecutionState``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..records import LogRecord, Message, ThreadRecord, ToolResult
+
+if TYPE_CHECKING:
+    from ..definitions import AgentDefinition
+    from .runtime import Runtime
+
+__all__ = ["ExecutionState", "ThreadState"]
+
+
+@dataclass
+class ExecutionState:
+    """The live state of a running execution (the spec's ``ExecutionState``)."""
+
+    id: str
+    side: Literal["a", "b"] = "a"
+    step_count: int = 0
+    side_steps: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+    session_turns: int = 0
+    stopped: bool = False
+    stopped_by: Literal["a", "b"] | None = None
+    stop_reason: str | None = None
+    outcome: str | None = None
+    message_history: list[Message] = field(default_factory=list)
+    forced_side: Literal["a", "b"] | None = None
+    queued_tools: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    status: str | None = None
+    result: dict[str, Any] | None = None
+
+    def force_side(self, side: Literal["a", "b"]) -> None:
+        """Make ``side`` play the next turn (dual_ai)."""
+        self.forced_side = side
+
+    # spec-style aliases
+    @property
+    def stepCount(self) -> int:  # noqa: N802
+        return self.step_count
+
+    @property
+    def messageHistory(self) -> list[Message]:  # noqa: N802
+        return self.message_history
+
+
+class ThreadState:
+    """A thread as user code sees it: identity, messages, files, env, events, execution.
+
+    Created per execution (or per endpoint call); cheap to build.
+    """
+
+    def __init__(self, runtime: Runtime, thread: ThreadRecord, agent: AgentDefinition | None,
+                 namespace: str | None = None, execution: ExecutionState | None = None) -> None:
+        self.runtime = runtime
+        self.thread = thread
+        self.agent = agent
+        self.namespace = namespace
+        self.execution = execution
+        self._hooks: Any = None
+
+    # identity ------------------------------------------------------------------------------
+    @property
+    def thread_id(self) -> str:
+        return self.thread.id
+
+    @property
+    def agent_id(self) -> str:
+        return self.thread.agent
+
+    @property
+    def user_id(self) -> str | None:
+        return self.thread.user_id
+
+    @property
+    def created_at(self) -> int:
+        return self.thread.created_at
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.thread.metadata
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.thread.parent_id
+
+    # messages ------------------------------------------------------------------------------
+    async def get_messages(self, limit: int | None = None, offset: int = 0, *, include_silent: bool = True,
+                           newest_first: bool = False) -> list[Message]:
+        """Stored messages in order (oldest first unless ``newest_first``)."""
+        return await self.runtime.store.list_messages(self.thread.id, limit=limit, offset=offset,
+                                                      include_silent=include_silent, newest_first=newest_first)
+
+    async def get_message(self, message_id: str) -> Message | None:
+        return await self.runtime.store.get_message(message_id)
+
+    async def inject_message(self, content: str | None = None, *, role: str = "user", silent: bool = False,
+                             side: Literal["a", "b"] | None = None, attachments: list[dict[str, Any]] | None = None,
+                             metadata: dict[str, Any] | None = None, name: str | None = None) -> Message:
+        """Add a message now. ``before_create_message`` may rewrite it; if that hook raises,
+        :class:`~standardagents.exceptions.InjectionRejected` is raised and nothing is stored.
+        During an execution the message joins ``execution.message_history`` at once."""
+        msg = Message(thread_id=self.thread.id, role=role, content=content, silent=silent, side=side,  # type: ignore[arg-type]
+                      attachments=list(attachments or []), metadata=dict(metadata or {}), name=name)
+        return await self.runtime.engine_create_message(self, msg, injected=True)
+
+    async def update_message(self, message_id: str, updates: dict[str, Any]) -> Message:
+        """Change a stored message; ``before/after_update_message`` hooks run."""
+        return await self.runtime.engine_update_message(self, message_id, updates)
+
+    # tools ---------------------------------------------------------------------------------
+    async def queue_tool(self, name: str, args: dict[str, Any] | None = None) -> None:
+        """Run a tool as if the model had called it: at the next step of the running
+        execution, or at once (stored as a call and its result) when none runs."""
+        if self.execution is not None and not self.execution.stopped:
+            self.execution.queued_tools.append((name, dict(args or {})))
+            return
+        await self.runtime.engine_run_queued_tool(self, name, dict(args or {}))
+
+    async def invoke_tool(self, name: str, args: dict[str, Any] | None = None) -> ToolResult:
+        """Run a tool now and return its result; nothing is stored."""
+        return await self.runtime.engine_invoke_tool(self, name, dict(args or {}))
+
+    # files ---------------------------------------------------------------------------------
+    async def write_file(self, path: str, data: bytes | str, *, mime_type: str | None = None) -> Any:
+        raw = data.encode() if isinstance(data, str) else data
+        return await self.runtime.store.write_file(self.thread.id, path, raw, mime_type=mime_type)
+
+    async def read_file(self, path: str) -> bytes | None:
+        return await self.runtime.store.read_file(self.thread.id, path)
+
+    async def list_files(self, prefix: str = "") -> list[Any]:
+        return await self.runtime.store.list_files(self.thread.id, prefix)
+
+    async def delete_file(self, path: str) -> bool:
+        return await self.runtime.store.delete_file(self.thread.id, path)
+
+    # env -----------------------------------------------------------------------------------
+    async def get_env(self, key: str, default: Any = None) -> Any:
+        """An env value: thread, then user, then instance, then the agent's ``env``."""
+        store = self.runtime.store
+        value = await store.get_env("thread", self.thread.id, key)
+        if value is None and self.thread.user_id:
+            value = await store.get_env("user", self.thread.user_id, key)
+        if value is None:
+            value = await store.get_env("instance", "", key)
+        if value is None and self.agent is not None:
+            value = self.agent.env.get(key)
+        return default if value is None else value
+
+    async def set_env(self, key: str, value: Any, *, scope: str = "thread") -> None:
+        scope_id = self.thread.id if scope == "thread" else (self.thread.user_id or "") if scope == "user" else ""
+        await self.runtime.store.set_env(scope, scope_id, key, value)
+
+    # events and logs -----------------------------------------------------------------------
+    async def emit(self, event: str, data: Any = None) -> None:
+        """Send a custom event to the thread's live clients."""
+        payload = data if isinstance(data, dict) else {"value": data}
+        self.runtime.bus.emit(event, self.thread.id, json.loads(json.dumps(payload, default=str)))
+
+    async def log(self, message: str, *, level: str = "info", data: dict[str, Any] | None = None) -> None:
+        record = await self.runtime.store.add_log(LogRecord(self.thread.id, level, message, data))
+        self.runtime.bus.emit("log", self.thread.id, {"level": level, "message": message, "data": data, "id": record.id})
+
+    async def get_logs(self, limit: int = 100, offset: int = 0) -> list[LogRecord]:
+        return await self.runtime.store.list_logs(self.thread.id, limit=limit, offset=offset)
+
+    # effects -------------------------------------------------------------------------------
+    async def schedule_effect(self, name: str, args: dict[str, Any] | None = None, *, delay: float = 0.0) -> str:
+        """Persist an effect to run ``delay`` seconds from now; returns its id."""
+        return await self.runtime.schedule_effect(self, name, dict(args or {}), delay=delay)
+
+    # spec-style aliases --------------------------------------------------------------------
+    @property
+    def threadId(self) -> str:  # noqa: N802
+        return self.thread.id
+
+    @property
+    def agentId(self) -> str:  # noqa: N802
+        return self.thread.agent
+
+    @property
+    def userId(self) -> str | None:  # noqa: N802
+        return self.thread.user_id

@@ -1,0 +1,144 @@
+"""The event protocol and the in-process bus that carries it to live clients.
+
+Every event belongs to a thread. Subscribers get bounded queues: a slow client never
+blocks the engine; when its queue overflows it loses events and is told with one
+``lagged`` event carrying how many it missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["EVENT_TYPES", "Event", "EventBus", "Subscription"]
+
+#: the event types the engine emits (custom ``state.emit`` names pass through too)
+EVENT_TYPES = (
+    "thread_created",
+    "message_created",
+    "message_updated",
+    "message_chunk",
+    "reasoning_chunk",
+    "tool_call_started",
+    "tool_call_done",
+    "usage",
+    "error",
+    "log",
+    "execution_started",
+    "done",
+    "lagged",
+)
+
+_counter = itertools.count(1)
+
+
+@dataclass(slots=True)
+class Event:
+    """One event: ``type`` and JSON-able ``data`` for one thread; ``id`` increases."""
+
+    type: str
+    thread_id: str
+    data: dict[str, Any]
+    id: int = field(default_factory=lambda: next(_counter))
+    ts: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "threadId": self.thread_id, "data": self.data, "ts": self.ts}
+
+
+class Subscription:
+    """A live feed of one thread's events (or every thread's, with ``thread_id=None``)."""
+
+    def __init__(self, bus: EventBus, thread_id: str | None, maxsize: int, reasoning: bool) -> None:
+        self.bus = bus
+        self.thread_id = thread_id
+        self.reasoning = reasoning
+        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize)
+        self.dropped = 0
+        self.closed = False
+
+    def offer(self, event: Event) -> None:
+        if self.closed or (event.type == "reasoning_chunk" and not self.reasoning):
+            return
+        if self.dropped:
+            if self.queue.full():
+                self.dropped += 1
+                return
+            lag = Event("lagged", event.thread_id, {"missed": self.dropped})
+            self.dropped = 0
+            self.queue.put_nowait(lag)
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def get(self, timeout: float | None = None) -> Event:
+        if timeout is None:
+            return await self.queue.get()
+        return await asyncio.wait_for(self.queue.get(), timeout)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.bus._remove(self)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iter()
+
+    async def _iter(self) -> AsyncIterator[Event]:
+        while not self.closed:
+            yield await self.queue.get()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EventBus:
+    """Fan-out of events to subscribers; publishing never awaits."""
+
+    def __init__(self, maxsize: int = 1000) -> None:
+        self.maxsize = maxsize
+        self._subs: dict[str | None, set[Subscription]] = {}
+        self._listeners: list[Any] = []
+
+    def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
+        sub = Subscription(self, thread_id, maxsize or self.maxsize, reasoning)
+        self._subs.setdefault(thread_id, set()).add(sub)
+        return sub
+
+    def add_listener(self, fn: Any) -> None:
+        """A synchronous callable receiving every event (used for cross-process relays)."""
+        self._listeners.append(fn)
+
+    def _remove(self, sub: Subscription) -> None:
+        subs = self._subs.get(sub.thread_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub.thread_id]
+
+    def has_subscribers(self, thread_id: str) -> bool:
+        return bool(self._subs.get(thread_id) or self._subs.get(None) or self._listeners)
+
+    def publish(self, event: Event) -> None:
+        subs = self._subs
+        if not subs and not self._listeners:
+            return
+        for sub in tuple(subs.get(event.thread_id, ())):
+            sub.offer(event)
+        for sub in tuple(subs.get(None, ())):
+            sub.offer(event)
+        for fn in self._listeners:
+            fn(event)
+
+    def emit(self, type_: str, thread_id: str, data: dict[str, Any]) -> None:
+        """Build and publish an event, skipping the work when nobody listens."""
+        if self._subs or self._listeners:
+            self.publish(Event(type_, thread_id, data))

@@ -1,0 +1,289 @@
+"""Loading an agents project folder into a :class:`~standardagents.registry.Registry`.
+
+A project is a folder with ``agents/agents``, ``agents/prompts``, ``agents/tools``,
+``agents/models``, ``agents/hooks``, ``agents/effects`` and ``agents/api``. Each Python file
+there is imported and the definitions it holds are registered under their names.
+Every problem (a file that fails to import, a definition that does not validate, a
+duplicate name, a reference to something that does not exist) is collected and reported
+together, each with its file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .definitions import (
+    AgentDefinition,
+    ControllerDefinition,
+    EffectDefinition,
+    HookDefinition,
+    ModelDefinition,
+    PromptDefinition,
+    ThreadEndpointDefinition,
+    ToolDefinition,
+    define_model,
+)
+from .exceptions import DefinitionError, ProjectError
+from .registry import Registry
+
+__all__ = ["DEFAULT_MODEL", "Problem", "default_model", "load_project", "validate_project"]
+
+DEFAULT_MODEL = "default"
+
+_FOLDERS: dict[str, tuple[str, type]] = {
+    "agents": ("agents", AgentDefinition),
+    "prompts": ("prompts", PromptDefinition),
+    "tools": ("tools", ToolDefinition),
+    "models": ("models", ModelDefinition),
+    "hooks": ("hooks", HookDefinition),
+    "effects": ("effects", EffectDefinition),
+}
+
+
+@dataclass(slots=True)
+class Problem:
+    """One problem found in a project, with the file it is in."""
+
+    file: str
+    message: str
+    warning: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.message}" if self.file else self.message
+
+
+@dataclass
+class LoadResult:
+    registry: Registry
+    problems: list[Problem] = field(default_factory=list)
+
+
+def default_model() -> ModelDefinition:
+    """The model used when a prompt names none: a real endpoint when the environment
+    points at one (``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``), else the offline test model."""
+    name = os.environ.get("STANDARDAGENTS_MODEL")
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        return define_model(name=DEFAULT_MODEL, provider="openai", model=name or os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
+                            base_url=os.environ.get("OPENAI_BASE_URL"), api_key_env="OPENAI_API_KEY")
+    return define_model(name=DEFAULT_MODEL, provider="test", model=name or "offline")
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def import_file(path: Path, namespace: str = "sa_project") -> ModuleType:
+    """Import one project file under a private, stable module name."""
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    mod_name = f"_{namespace}_{path.stem.replace('.', '_').replace('[', '_').replace(']', '_').replace('*', 'all')}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(mod_name, None)
+        raise
+    return module
+
+
+def definitions_in(module: ModuleType, cls: type) -> list[Any]:
+    """The definitions of type ``cls`` a module holds: ``default`` if set, else every one."""
+    default = getattr(module, "default", None)
+    if isinstance(default, cls):
+        return [default]
+    seen: list[Any] = []
+    for value in vars(module).values():
+        if isinstance(value, cls) and not any(value is s for s in seen):
+            seen.append(value)
+    return seen
+
+
+def _name_of(kind: str, definition: Any) -> str:
+    return str(definition.id if kind == "hooks" else definition.name)
+
+
+def _describe_error(exc: BaseException) -> str:
+    if isinstance(exc, DefinitionError):
+        return "; ".join(f"{w}: {m}" if w else m for w, m in exc.problems)
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (line {tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def load_project(path: str | Path, *, strict: bool = True) -> Registry:
+    """Load a project folder. With ``strict``, raise :class:`ProjectError` listing every problem."""
+    result = _load(Path(path))
+    errors = [p for p in result.problems if not p.warning]
+    if strict and errors:
+        raise ProjectError([(p.file, p.message) for p in errors], source=str(path))
+    return result.registry
+
+
+def validate_project(path: str | Path) -> list[Problem]:
+    """Every problem in a project (errors and warnings), without raising."""
+    return _load(Path(path)).problems
+
+
+def _load(root: Path) -> LoadResult:
+    root = root.resolve()
+    registry = Registry()
+    registry.root = root
+    result = LoadResult(registry)
+    base = root / "agents"
+    if not root.is_dir():
+        result.problems.append(Problem(str(root), "project folder does not exist"))
+        return result
+    if not base.is_dir():
+        result.problems.append(Problem(str(root), "not an agents project: there is no agents/ folder"))
+        return result
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    origins: dict[tuple[str, str], str] = {}
+    for kind, (folder, cls) in _FOLDERS.items():
+        directory = base / folder
+        if not directory.is_dir():
+            continue
+        for file in sorted(directory.rglob("*.py")):
+            if file.name.startswith("_"):
+                continue
+            rel = _rel(file, root)
+            try:
+                module = import_file(file)
+            except BaseException as exc:  # a user's file may raise anything on import
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                result.problems.append(Problem(rel, _describe_error(exc)))
+                continue
+            found = definitions_in(module, cls)
+            if not found:
+                result.problems.append(Problem(rel, f"defines no {kind[:-1]} (expected a value made with define_{kind[:-1]})", warning=True))
+            for definition in found:
+                name = _name_of(kind, definition)
+                key = (kind, name)
+                if key in origins:
+                    result.problems.append(Problem(rel, f"duplicate {kind[:-1]} name {name!r} (also defined in {origins[key]})"))
+                    continue
+                origins[key] = rel
+                registry.add(kind, name, definition.model_copy(update={"source_file": rel}), source=rel)
+    if not registry.has("models", DEFAULT_MODEL):
+        registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
+    _load_endpoints(base / "api", root, registry, result)
+    result.problems.extend(check_references(registry))
+    return result
+
+
+def _load_endpoints(api: Path, root: Path, registry: Registry, result: LoadResult) -> None:
+    if not api.is_dir():
+        return
+    for file in sorted(api.rglob("*.py")):
+        if file.name.startswith("_"):
+            continue
+        rel = _rel(file, root)
+        try:
+            module = import_file(file, "sa_api")
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            result.problems.append(Problem(rel, _describe_error(exc)))
+            continue
+        route = str(file.relative_to(api).with_suffix(""))
+        thread = definitions_in(module, ThreadEndpointDefinition)
+        ctrl = definitions_in(module, ControllerDefinition)
+        if thread:
+            registry.add("thread_endpoints", route, thread[0], source=rel)
+        elif ctrl:
+            registry.add("controllers", route, ctrl[0], source=rel)
+        else:
+            result.problems.append(Problem(rel, "defines no endpoint (expected define_controller or define_thread_endpoint)"))
+
+
+def check_references(registry: Registry, namespace: str | None = None) -> list[Problem]:
+    """Every reference that points at nothing: prompts, tools, models, hooks, includes."""
+    problems: list[Problem] = []
+    for entry in registry.entries("agents", namespace):
+        agent = entry.value
+        if agent is None or entry.package != namespace:
+            continue
+        src = entry.source or f"agent {agent.name}"
+        for which, side in (("side_a", agent.side_a), ("side_b", agent.side_b)):
+            if side is None:
+                continue
+            if not registry.has("prompts", side.prompt, namespace):
+                problems.append(Problem(src, f"{which}.prompt: unknown prompt {side.prompt!r}"))
+        for hook_id in agent.hooks:
+            if not registry.has("hooks", hook_id, namespace):
+                problems.append(Problem(src, f"hooks: unknown hook id {hook_id!r}"))
+        for req in agent.parent_hooks:
+            if not registry.has("hooks", req.hook, namespace):
+                problems.append(Problem(src, f"parent_hooks: unknown hook id {req.hook!r}"))
+        for g in (*agent.input_guardrails, *agent.output_guardrails):
+            if not registry.has("tools", g, namespace):
+                problems.append(Problem(src, f"guardrails: unknown tool {g!r}"))
+    for entry in registry.entries("prompts", namespace):
+        prompt = entry.value
+        if prompt is None or entry.package != namespace:
+            continue
+        src = entry.source or f"prompt {prompt.name}"
+        if prompt.model and not registry.has("models", prompt.model, namespace):
+            problems.append(Problem(src, f"model: unknown model {prompt.model!r}"))
+        for tool in prompt.tool_names():
+            if registry.has("tools", tool, namespace):
+                continue
+            if registry.has("agents", tool, namespace):
+                agent_entry = registry.find("agents", tool, namespace)
+                agent = agent_entry.value if agent_entry else None
+                if agent is not None and not agent.expose_as_tool:
+                    problems.append(Problem(src, f"tools: agent {tool!r} is not exposed as a tool (set expose_as_tool)"))
+                continue
+            if registry.has("mcp", tool, namespace) if "mcp" in registry._entries else False:
+                continue
+            if _is_session_tool(registry, tool, namespace):
+                continue
+            problems.append(Problem(src, f"tools: unknown tool {tool!r}"))
+        for hook_id in prompt.hooks or []:
+            if not registry.has("hooks", hook_id, namespace):
+                problems.append(Problem(src, f"hooks: unknown hook id {hook_id!r}"))
+        for inc in prompt.includes():
+            if not registry.has("prompts", inc, namespace):
+                problems.append(Problem(src, f"prompt: include of unknown prompt {inc!r}"))
+        for g in (*prompt.input_guardrails, *prompt.output_guardrails):
+            if not registry.has("tools", g, namespace):
+                problems.append(Problem(src, f"guardrails: unknown tool {g!r}"))
+    for entry in registry.entries("models", namespace):
+        model = entry.value
+        if model is None or entry.package != namespace:
+            continue
+        for fb in model.fallbacks:
+            if not registry.has("models", fb, namespace):
+                problems.append(Problem(entry.source or "", f"fallbacks: unknown model {fb!r}"))
+    return problems
+
+
+def _is_session_tool(registry: Registry, name: str, namespace: str | None) -> bool:
+    """Session lifecycle tools may be left undefined: the engine supplies them."""
+    for entry in registry.entries("agents", namespace):
+        agent = entry.value
+        if agent is None:
+            continue
+        for side in (agent.side_a, agent.side_b):
+            if side is None:
+                continue
+            for kind in ("stop", "fail", "status"):
+                cfg = side.session_tool(kind)  # type: ignore[arg-type]
+                if cfg is not None and cfg.name == name:
+                    return True
+    return False
