@@ -147,9 +147,14 @@ def test_coercion_does_not_modify_its_input() -> None:
 
 
 def test_self_referencing_schema_terminates() -> None:
-    schema = {"$ref": "#/$defs/Node", "$defs": {"Node": {
-        "type": "object",
-        "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/Node"}},
-    }}}
+    schema = {
+        "$ref": "#/$defs/Node",
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"v": {"type": "integer"}, "next": {"$ref": "#/$defs/Node"}},
+            }
+        },
+    }
     value, _ = coerce_to_schema({"v": "1", "next": {"v": "2", "next": {"v": "3"}}}, schema)
     assert value == {"v": 1, "next": {"v": 2, "next": {"v": 3}}}

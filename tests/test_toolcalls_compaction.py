@@ -27,14 +27,18 @@ def history(turns: int, size: int = 400) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": "S" * 40}]
     for i in range(turns):
         messages.append({"role": "user", "content": f"u{i} " + "x" * size})
-        messages.append({"role": "assistant", "content": None, "tool_calls": [call(f"c{i}a"), call(f"c{i}b")]})
+        messages.append(
+            {"role": "assistant", "content": None, "tool_calls": [call(f"c{i}a"), call(f"c{i}b")]}
+        )
         messages.append({"role": "tool", "tool_call_id": f"c{i}a", "content": "r" * size})
         messages.append({"role": "tool", "tool_call_id": f"c{i}b", "content": "r" * size})
         messages.append({"role": "assistant", "content": f"a{i} " + "y" * size})
     return messages
 
 
-@pytest.mark.parametrize(("text", "expected"), [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("x" * 400, 100)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("x" * 400, 100)]
+)
 def test_estimate_text_is_chars_over_four_rounded_up(text: str, expected: int) -> None:
     assert estimate_tokens(text) == expected
 
@@ -45,7 +49,13 @@ def test_estimate_message_counts_content_calls_and_overhead() -> None:
 
 
 def test_estimate_reads_text_parts() -> None:
-    message = {"role": "user", "content": [{"type": "text", "text": "x" * 8}, {"type": "image_url", "image_url": {"url": "u"}}]}
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "x" * 8},
+            {"type": "image_url", "image_url": {"url": "u"}},
+        ],
+    }
     assert estimate_tokens(message) == 2 + MESSAGE_OVERHEAD
 
 

@@ -25,7 +25,10 @@ def test_several_tool_call_tags_keep_their_order() -> None:
         '<tool_call>{"name": "get_weather", "arguments": {"city": "b"}}</tool_call>'
     )
     calls, rest = recover_tool_calls(text, TOOLS)
-    assert [(c.name, c.arguments) for c in calls] == [("search", {"q": "a"}), ("get_weather", {"city": "b"})]
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("search", {"q": "a"}),
+        ("get_weather", {"city": "b"}),
+    ]
     assert rest == ""
 
 
@@ -52,7 +55,10 @@ def test_llama_function_tag() -> None:
 def test_mistral_tool_calls_list() -> None:
     text = '[TOOL_CALLS][{"name": "search", "arguments": {"q": "x"}}, {"name": "get_weather", "arguments": {"city": "y"}}]'
     calls, rest = recover_tool_calls(text, TOOLS)
-    assert [(c.name, c.arguments) for c in calls] == [("search", {"q": "x"}), ("get_weather", {"city": "y"})]
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("search", {"q": "x"}),
+        ("get_weather", {"city": "y"}),
+    ]
     assert rest == ""
 
 

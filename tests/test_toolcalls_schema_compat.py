@@ -23,7 +23,10 @@ from standardagents.toolcalls import (
 
 
 def tool(parameters: Any, name: str = "t") -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": "d", "parameters": parameters}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": "d", "parameters": parameters},
+    }
 
 
 def params(tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -56,7 +59,9 @@ COMPLEX = {
         "level": {"type": "integer", "default": 3, "minimum": 1},
     },
     "required": ["when", "ghost"],
-    "$defs": {"User": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+    "$defs": {
+        "User": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
+    },
 }
 
 
@@ -99,7 +104,9 @@ def test_sanitize_keeps_only_required_names_that_exist() -> None:
     assert params(sanitize_tools([tool(COMPLEX)]))["required"] == ["when"]
 
 
-@pytest.mark.parametrize("parameters", [None, {}, {"type": "object"}, {"properties": {"a": {"type": "string"}}}])
+@pytest.mark.parametrize(
+    "parameters", [None, {}, {"type": "object"}, {"properties": {"a": {"type": "string"}}}]
+)
 def test_sanitize_makes_the_top_an_object_with_properties(parameters: Any) -> None:
     out = params(sanitize_tools([tool(parameters)]))
     assert out["type"] == "object"
@@ -110,8 +117,12 @@ def test_sanitize_guards_recursive_refs() -> None:
     schema = {
         "type": "object",
         "properties": {"root": {"$ref": "#/$defs/Node"}},
-        "$defs": {"Node": {"type": "object", "properties": {
-            "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}},
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+            }
+        },
     }
     out = params(sanitize_tools([tool(schema)]))
     root = out["properties"]["root"]
@@ -120,14 +131,20 @@ def test_sanitize_guards_recursive_refs() -> None:
 
 
 def test_sanitize_keeps_real_unions_without_null() -> None:
-    schema = {"type": "object", "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}}}
+    schema = {
+        "type": "object",
+        "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}},
+    }
     v = params(sanitize_tools([tool(schema)]))["properties"]["v"]
     assert v == {"anyOf": [{"type": "string"}, {"type": "integer"}]}
 
 
 def test_sanitize_merges_a_single_all_of() -> None:
-    schema = {"type": "object", "properties": {"p": {"allOf": [{"$ref": "#/$defs/P"}], "description": "x"}},
-              "$defs": {"P": {"type": "object", "properties": {"a": {"type": "string"}}}}}
+    schema = {
+        "type": "object",
+        "properties": {"p": {"allOf": [{"$ref": "#/$defs/P"}], "description": "x"}},
+        "$defs": {"P": {"type": "object", "properties": {"a": {"type": "string"}}}},
+    }
     p = params(sanitize_tools([tool(schema)]))["properties"]["p"]
     assert p["properties"] == {"a": {"type": "string"}} and p["description"] == "x"
 
@@ -148,21 +165,35 @@ def test_relax_drops_constraints_and_required() -> None:
 
 
 def test_relax_collapses_unions_to_their_first_member() -> None:
-    schema = {"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}
+    schema = {
+        "type": "object",
+        "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+    }
     assert params(relax_tools([tool(schema)]))["properties"]["v"] == {"type": "string"}
 
 
 def test_relax_keeps_string_enums_and_drops_others() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "y"]},
-                                               "b": {"type": "integer", "enum": [1, 2]}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "enum": ["x", "y"]},
+            "b": {"type": "integer", "enum": [1, 2]},
+        },
+    }
     props = params(relax_tools([tool(schema)]))["properties"]
     assert props["a"]["enum"] == ["x", "y"]
     assert "enum" not in props["b"]
 
 
 def test_relax_keeps_descriptions() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string", "description": "keep", "pattern": "^x"}}}
-    assert params(relax_tools([tool(schema)]))["properties"]["a"] == {"type": "string", "description": "keep"}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "description": "keep", "pattern": "^x"}},
+    }
+    assert params(relax_tools([tool(schema)]))["properties"]["a"] == {
+        "type": "string",
+        "description": "keep",
+    }
 
 
 def test_prepare_tools_per_level() -> None:
@@ -182,14 +213,18 @@ def test_prepare_tools_rejects_an_unknown_level() -> None:
     "error",
     [
         "Invalid schema for function 'get': 'format' is not permitted",
-        'registry.ollama.ai/library/gemma:2b does not support tools',
+        "registry.ollama.ai/library/gemma:2b does not support tools",
         '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
         "tools param requires --jinja flag",
         "Failed to parse grammar",
         "JSON schema conversion failed: unsupported ref",
         "Unsupported JSON schema: $ref",
         "tools is not supported for this model",
-        ProviderError("bad request", status=400, body={"error": {"message": "xgrammar failed to compile the schema"}}),
+        ProviderError(
+            "bad request",
+            status=400,
+            body={"error": {"message": "xgrammar failed to compile the schema"}},
+        ),
         ProviderError("Error code: 400 - {'code': 'invalid_function_parameters'}", status=400),
         {"error": {"message": "function calling is not supported"}},
     ],
@@ -271,7 +306,13 @@ def test_import_does_not_loosen_what_is_known() -> None:
         "[]",
         json.dumps({"version": 999, "endpoints": {"e": {"m": "relaxed"}}}),
         json.dumps({"version": CAPABILITY_SNAPSHOT_VERSION, "endpoints": []}),
-        json.dumps({"version": CAPABILITY_SNAPSHOT_VERSION, "kind": "other", "endpoints": {"e": {"m": "relaxed"}}}),
+        json.dumps(
+            {
+                "version": CAPABILITY_SNAPSHOT_VERSION,
+                "kind": "other",
+                "endpoints": {"e": {"m": "relaxed"}},
+            }
+        ),
         None,
     ],
 )
@@ -282,8 +323,10 @@ def test_foreign_or_malformed_snapshot_is_ignored(blob: Any) -> None:
 
 
 def test_malformed_entries_are_skipped_and_good_ones_kept() -> None:
-    blob = {"version": CAPABILITY_SNAPSHOT_VERSION,
-            "endpoints": {"e": {"m": "relaxed", "bad": "whatever"}, "f": "oops"}}
+    blob = {
+        "version": CAPABILITY_SNAPSHOT_VERSION,
+        "endpoints": {"e": {"m": "relaxed", "bad": "whatever"}, "f": "oops"},
+    }
     latches = CapabilityLatches()
     assert latches.import_capabilities(blob) == 1
     assert latches.level_for("e", "m") == "relaxed"

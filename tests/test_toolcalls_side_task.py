@@ -31,7 +31,10 @@ async def test_ask_sends_system_and_prompt_and_returns_text() -> None:
     assert answer == "A title"
     sent = provider.requests[0]
     assert sent.model == "m1" and sent.max_tokens == 20
-    assert sent.messages == [{"role": "system", "content": "Be brief"}, {"role": "user", "content": "Name this"}]
+    assert sent.messages == [
+        {"role": "system", "content": "Be brief"},
+        {"role": "user", "content": "Name this"},
+    ]
 
 
 async def test_ask_drops_reasoning() -> None:
@@ -40,7 +43,9 @@ async def test_ask_drops_reasoning() -> None:
 
 
 async def test_ask_json_reads_a_fenced_answer_in_prose() -> None:
-    provider = CannedProvider('Sure! Here it is:\n```json\n{"title": "Trip", "tags": ["a"]}\n```\nEnjoy.')
+    provider = CannedProvider(
+        'Sure! Here it is:\n```json\n{"title": "Trip", "tags": ["a"]}\n```\nEnjoy.'
+    )
     assert await ask_json(provider, "m", "q") == {"title": "Trip", "tags": ["a"]}
 
 
@@ -73,7 +78,7 @@ async def test_ask_json_gives_up_with_a_provider_error() -> None:
     [
         ('{"a": 1}', {"a": 1}),
         ("[1, 2]", [1, 2]),
-        ("```\n[\"x\"]\n```", ["x"]),
+        ('```\n["x"]\n```', ["x"]),
         ('The list: ["a", "b"] as asked.', ["a", "b"]),
         ("<think>{\"wrong\": 1}</think>{'right': 2,}", {"right": 2}),
         ('Result: {"a": [1, 2,]} ok', {"a": [1, 2]}),

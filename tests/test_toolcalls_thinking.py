@@ -27,7 +27,10 @@ def test_whole_reply_is_split() -> None:
 
 
 def test_tag_split_across_chunks() -> None:
-    assert run(FenceSplitter(), ["Hi <th", "ink>deep", " thought</thi", "nk> done"]) == ("Hi  done", "deep thought")
+    assert run(FenceSplitter(), ["Hi <th", "ink>deep", " thought</thi", "nk> done"]) == (
+        "Hi  done",
+        "deep thought",
+    )
 
 
 def test_text_is_emitted_as_early_as_possible() -> None:
@@ -79,7 +82,25 @@ def test_strip_thinking_without_fences() -> None:
     assert strip_thinking("  Just text. ") == ("Just text.", "")
 
 
-ALPHABET = st.sampled_from(["a", " ", "<", ">", "/", "t", "h", "i", "n", "k", "<think>", "</think>", "<thinking>", "</thinking>", "é"])
+ALPHABET = st.sampled_from(
+    [
+        "a",
+        " ",
+        "<",
+        ">",
+        "/",
+        "t",
+        "h",
+        "i",
+        "n",
+        "k",
+        "<think>",
+        "</think>",
+        "<thinking>",
+        "</thinking>",
+        "é",
+    ]
+)
 
 
 @st.composite

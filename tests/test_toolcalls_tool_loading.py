@@ -92,7 +92,9 @@ NAMES = st.sampled_from([f"t{i}" for i in range(12)])
     st.lists(NAMES, max_size=10),
     st.integers(min_value=-2, max_value=12),
 )
-def test_carry_matches_the_one_at_a_time_rule(previous: list[str], used: list[str], cap: int) -> None:
+def test_carry_matches_the_one_at_a_time_rule(
+    previous: list[str], used: list[str], cap: int
+) -> None:
     assert carry_over(previous, used, max=cap) == reference_carry(previous, used, cap)
 
 

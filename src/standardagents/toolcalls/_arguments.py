@@ -84,8 +84,11 @@ def find_json_end(text: str, start: int) -> int | None:
             depth -= 1
             if depth == 0:
                 return i + 1
-        elif ch == "/" and i + 1 < n and text[i + 1] in "/*" and (
-            i == 0 or text[i - 1] in " \t\r\n{[,"
+        elif (
+            ch == "/"
+            and i + 1 < n
+            and text[i + 1] in "/*"
+            and (i == 0 or text[i - 1] in " \t\r\n{[,")
         ):
             if text[i + 1] == "/":
                 nl = text.find("\n", i)
@@ -121,7 +124,10 @@ def parse_tool_arguments(text: str | None, schema: dict[str, Any] | None = None)
         if isinstance(value, str):
             inner = parse_tool_arguments(value)
             if inner.value is not None:
-                notes = ["arguments were a JSON string holding the object; decoded it", *inner.notes]
+                notes = [
+                    "arguments were a JSON string holding the object; decoded it",
+                    *inner.notes,
+                ]
                 return _finish(inner.value, True, notes, schema)
         return _not_object(value)
     return _repair(text, schema)
@@ -144,7 +150,8 @@ def _repair(text: str, schema: dict[str, Any] | None) -> ParsedArguments:
                 return ParsedArguments(None, truncated=True, error=_TRUNCATED_MESSAGE, notes=notes)
             return _not_object(value)
         return ParsedArguments(
-            None, error="the arguments hold no JSON object; expected {\"name\": value, ...}",
+            None,
+            error='the arguments hold no JSON object; expected {"name": value, ...}',
             notes=notes,
         )
     end = find_json_end(candidate, start)
@@ -174,7 +181,7 @@ def _not_object(value: Any) -> ParsedArguments:
     kind = type(value).__name__ if value is not None else "null"
     return ParsedArguments(
         None,
-        error=f"tool arguments must be a JSON object, got {kind}; wrap them as {{\"name\": value}}",
+        error=f'tool arguments must be a JSON object, got {kind}; wrap them as {{"name": value}}',
     )
 
 
@@ -311,7 +318,8 @@ def _coerce(
         items = schema.get("items")
         if isinstance(items, dict):
             return [
-                _coerce(v, items, root, f"{path}[{i}]", notes, depth + 1) for i, v in enumerate(value)
+                _coerce(v, items, root, f"{path}[{i}]", notes, depth + 1)
+                for i, v in enumerate(value)
             ]
     return value
 
@@ -361,4 +369,3 @@ def _coerce_union(
 def _show(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 40 else text[:37] + "..."
-

@@ -31,7 +31,9 @@ class RecoveredCall:
 
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
-_FENCED = re.compile(r"```(?:json|tool_call|tool|javascript|js)?[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+_FENCED = re.compile(
+    r"```(?:json|tool_call|tool|javascript|js)?[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL
+)
 _FUNCTION = re.compile(r"<function=([A-Za-z0-9_.:-]+)>\s*(.*?)\s*</function>", re.DOTALL)
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*")
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*")
@@ -64,7 +66,9 @@ def recover_tool_calls(text: str, tool_names: Iterable[str]) -> tuple[list[Recov
             if m.group(1) in known:
                 parsed = parse_tool_arguments(m.group(2))
                 if parsed.value is not None:
-                    spans.append((m.start(), m.end(), [RecoveredCall(m.group(1), parsed.value, m.group(0))]))
+                    spans.append(
+                        (m.start(), m.end(), [RecoveredCall(m.group(1), parsed.value, m.group(0))])
+                    )
     if "[TOOL_CALLS]" in text:
         for m in _MISTRAL.finditer(text):
             spans.extend(_json_after(text, m.start(), m.end(), known))

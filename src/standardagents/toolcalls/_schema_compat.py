@@ -36,23 +36,66 @@ CAPABILITY_SNAPSHOT_VERSION = 1
 _SNAPSHOT_KIND = "standardagents.capabilities"
 
 # Keywords a grammar converter commonly refuses and a model does not need to fill arguments.
-_DROP = frozenset({
-    "$schema", "$id", "$comment", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary",
-    "examples", "patternProperties", "if", "then", "else", "not", "dependentSchemas",
-    "dependentRequired", "dependencies", "unevaluatedProperties", "unevaluatedItems",
-    "contentEncoding", "contentMediaType", "contentSchema", "readOnly", "writeOnly",
-    "deprecated", "propertyNames", "contains", "minContains", "maxContains", "$defs",
-    "definitions",
-})
+_DROP = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$comment",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "examples",
+        "patternProperties",
+        "if",
+        "then",
+        "else",
+        "not",
+        "dependentSchemas",
+        "dependentRequired",
+        "dependencies",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "propertyNames",
+        "contains",
+        "minContains",
+        "maxContains",
+        "$defs",
+        "definitions",
+    }
+)
 # Formats that grammar-constrained servers and strict-mode endpoints both understand.
 _KEPT_FORMATS = frozenset({"date-time", "date", "time", "uuid"})
 # What relax_tools removes on top of sanitizing: constraints, not meaning.
-_CONSTRAINTS = frozenset({
-    "required", "additionalProperties", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern", "format",
-    "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties", "default",
-    "title", "prefixItems",
-})
+_CONSTRAINTS = frozenset(
+    {
+        "required",
+        "additionalProperties",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        "default",
+        "title",
+        "prefixItems",
+    }
+)
 _TYPE_CHECK = {
     "string": lambda v: isinstance(v, str),
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -266,25 +309,27 @@ def _fits(value: Any, schema: Mapping[str, Any]) -> bool:
 # --- recognising a refusal ----------------------------------------------------------------
 
 _REFUSALS = re.compile(
-    "|".join([
-        r"does(?:n't| not) support tools",
-        r"tools? (?:is|are|use is|calling is) not supported",
-        r"(?:function|tool)[ _-]calling is not (?:supported|enabled)",
-        r"does(?:n't| not) support (?:function|tool)[ _-]?calling",
-        r"not support(?:ed)? (?:for )?(?:function|tool)s?",
-        r"invalid schema for function",
-        r"invalid_function_parameters",
-        r"enable-auto-tool-choice",
-        r"tool-call-parser",
-        r"requires --jinja",
-        r"grammar",
-        r"json[ _-]?schema (?:conversion|is not supported|not supported|error|failed)",
-        r"unsupported (?:json )?schema",
-        r"(?:invalid|unsupported|unrecognized|not supported|failed to (?:parse|convert|compile))"
-        r"[^.\n]{0,60}\bschema\b",
-        r"\bschema\b[^.\n]{0,60}(?:invalid|unsupported|not supported|not allowed|failed)",
-        r"'(?:\$ref|anyOf|oneOf|allOf|format|pattern)' is not (?:supported|permitted|allowed)",
-    ]),
+    "|".join(
+        [
+            r"does(?:n't| not) support tools",
+            r"tools? (?:is|are|use is|calling is) not supported",
+            r"(?:function|tool)[ _-]calling is not (?:supported|enabled)",
+            r"does(?:n't| not) support (?:function|tool)[ _-]?calling",
+            r"not support(?:ed)? (?:for )?(?:function|tool)s?",
+            r"invalid schema for function",
+            r"invalid_function_parameters",
+            r"enable-auto-tool-choice",
+            r"tool-call-parser",
+            r"requires --jinja",
+            r"grammar",
+            r"json[ _-]?schema (?:conversion|is not supported|not supported|error|failed)",
+            r"unsupported (?:json )?schema",
+            r"(?:invalid|unsupported|unrecognized|not supported|failed to (?:parse|convert|compile))"
+            r"[^.\n]{0,60}\bschema\b",
+            r"\bschema\b[^.\n]{0,60}(?:invalid|unsupported|not supported|not allowed|failed)",
+            r"'(?:\$ref|anyOf|oneOf|allOf|format|pattern)' is not (?:supported|permitted|allowed)",
+        ]
+    ),
     re.IGNORECASE,
 )
 _REFUSAL_STATUSES = frozenset({400, 404, 422, 500, 501})
@@ -383,7 +428,11 @@ class CapabilityLatches:
         for (endpoint, model), level in sorted(self._levels.items()):
             endpoints.setdefault(endpoint, {})[model] = level
         return json.dumps(
-            {"kind": _SNAPSHOT_KIND, "version": CAPABILITY_SNAPSHOT_VERSION, "endpoints": endpoints},
+            {
+                "kind": _SNAPSHOT_KIND,
+                "version": CAPABILITY_SNAPSHOT_VERSION,
+                "endpoints": endpoints,
+            },
             sort_keys=True,
         )
 

@@ -129,7 +129,10 @@ async def ask_json(
         messages = [
             *messages,
             {"role": "assistant", "content": answer},
-            {"role": "user", "content": f"That did not work: {problem}. Answer again with JSON only."},
+            {
+                "role": "user",
+                "content": f"That did not work: {problem}. Answer again with JSON only.",
+            },
         ]
     raise ProviderError(
         f"model {model!r} gave no usable JSON answer after {max(1, attempts)} attempts: {problem}",

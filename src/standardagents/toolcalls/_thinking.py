@@ -45,13 +45,15 @@ class FenceSplitter:
     open the fence in the prompt, so the reply starts inside the reasoning.
     """
 
-    __slots__ = ("_buffer", "_closer", "_fences", "_longest_open")
+    __slots__ = ("_buffer", "_closer", "_fences", "_heads", "_longest_open", "_openers")
 
     def __init__(self, fences: Sequence[Fence] = DEFAULT_FENCES, *, start_inside: bool = False):
         if not fences or any(not o or not c for o, c in fences):
             raise DefinitionError("every fence needs a non-empty opening and closing tag")
         self._fences = tuple(fences)
-        self._longest_open = max(len(o) for o, _ in self._fences)
+        self._openers = tuple(o for o, _ in self._fences)
+        self._longest_open = max(len(o) for o in self._openers)
+        self._heads = frozenset(o[0] for o in self._openers)
         self._buffer = ""
         self._closer: str | None = self._fences[0][1] if start_inside else None
 
@@ -64,6 +66,12 @@ class FenceSplitter:
         """Split one chunk; returns the pieces that are certain so far (possibly none)."""
         if not chunk:
             return []
+        if not self._buffer:  # fast path: nothing held and no tag can start in this chunk
+            if self._closer is None:
+                if not any(h in chunk for h in self._heads):
+                    return [("text", chunk)]
+            elif self._closer[0] not in chunk:
+                return [("reasoning", chunk)]
         buf = self._buffer + chunk
         out: list[Piece] = []
         pos = 0
@@ -81,7 +89,7 @@ class FenceSplitter:
             else:
                 match = self._find_opener(buf, pos)
                 if match is None:
-                    keep = _partial_suffix(buf, pos, [o for o, _ in self._fences])
+                    keep = _partial_suffix(buf, pos, self._openers)
                     _emit(out, "text", buf[pos:keep])
                     self._buffer = buf[keep:]
                     return out
@@ -103,7 +111,9 @@ class FenceSplitter:
         for fence in self._fences:
             idx = buf.find(fence[0], pos)
             if idx >= 0 and (
-                best is None or idx < best[0] or (idx == best[0] and len(fence[0]) > len(best[1][0]))
+                best is None
+                or idx < best[0]
+                or (idx == best[0] and len(fence[0]) > len(best[1][0]))
             ):
                 best = (idx, fence)
         if best is None:
@@ -120,12 +130,14 @@ class FenceSplitter:
 
 def _partial_suffix(buf: str, pos: int, tags: Sequence[str]) -> int:
     """Where the longest suffix of ``buf[pos:]`` that is a proper prefix of a tag begins."""
+    n = len(buf)
     longest = max(len(t) for t in tags) - 1
-    for start in range(max(pos, len(buf) - longest), len(buf)):
-        tail = buf[start:]
-        if any(t.startswith(tail) for t in tags):
-            return start
-    return len(buf)
+    for start in range(max(pos, n - longest), n):
+        ch = buf[start]
+        for tag in tags:
+            if tag[0] == ch and tag.startswith(buf[start:]):
+                return start
+    return n
 
 
 def _emit(out: list[Piece], kind: Literal["text", "reasoning"], text: str) -> None:

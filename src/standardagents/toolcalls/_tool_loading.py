@@ -143,7 +143,7 @@ def load_tools_tool() -> dict[str, Any]:
                     "names": {
                         "type": "array",
                         "items": {"type": "string"},
-                        "description": "Tool names from the catalogue, e.g. [\"search\", \"fs_*\"].",
+                        "description": 'Tool names from the catalogue, e.g. ["search", "fs_*"].',
                     }
                 },
                 "required": ["names"],
