@@ -127,3 +127,23 @@ def test_blank_runs_left_by_removal_are_collapsed() -> None:
     text = 'A\n\n<tool_call>{"name": "search", "arguments": {}}</tool_call>\n\n\nB'
     _, rest = recover_tool_calls(text, TOOLS)
     assert rest == "A\n\nB"
+
+
+def test_fence_inside_a_tool_call_tag_is_one_call() -> None:
+    text = 'A\n<tool_call>\n```json\n{"name": "search", "arguments": {"q": 1}}\n```\n</tool_call>'
+    calls, rest = recover_tool_calls(text, TOOLS)
+    assert [(c.name, c.arguments) for c in calls] == [("search", {"q": 1})]
+    assert rest == "A"
+
+
+def test_unclosed_tag_at_the_end_still_yields_the_call() -> None:
+    calls, rest = recover_tool_calls(
+        'ok <tool_call>{"name": "search", "arguments": {"q": 1}}', TOOLS
+    )
+    assert [(c.name, c.arguments) for c in calls] == [("search", {"q": 1})]
+    assert rest == "ok"
+
+
+def test_cut_off_call_is_left_in_the_text() -> None:
+    text = '<tool_call>{"name": "search", "arguments": {"q": "cut'
+    assert recover_tool_calls(text, TOOLS) == ([], text)

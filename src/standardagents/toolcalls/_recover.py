@@ -141,6 +141,9 @@ def _json_after(
 def _calls_from_json(body: str, known: set[str]) -> list[RecoveredCall]:
     """Calls described by ``body`` when every one of them names a known tool; else none."""
     body = body.strip()
+    if body.startswith("```"):  # a fence inside a tag
+        fenced = _FENCED.match(body)
+        body = fenced.group(1).strip() if fenced else body
     if not body or body[0] not in "{[":
         return []
     try:
