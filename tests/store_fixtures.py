@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import uuid
@@ -44,7 +43,7 @@ async def _pg_problem(url: str) -> str | None:
             conn = await asyncpg.connect(_asyncpg_dsn(url), timeout=3)
             await conn.close()
             _pg_reachable[url] = None
-        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
             _pg_reachable[url] = f"{type(exc).__name__}: {exc}"
     return _pg_reachable[url]
 

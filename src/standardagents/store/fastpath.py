@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import JSON, ClauseElement, Dialect, Select
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from ..records import ExecutionRecord, Message
 from . import ops
@@ -27,7 +28,8 @@ class CompiledSQL:
 
     def __init__(self, stmt: ClauseElement, dialect: Dialect,
                  column_keys: Sequence[str] | None = None) -> None:
-        compiled = stmt.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
+        compiled = cast(SQLCompiler, stmt.compile(
+            dialect=dialect, column_keys=list(column_keys) if column_keys else None))
         self.sql: str = compiled.string
         self.keys: tuple[str, ...] = tuple(compiled.positiontup or ())
         self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
@@ -56,7 +58,7 @@ class SQLiteFastPath:
         self._insert_tr = CompiledSQL(ops.INSERT_TR, dialect, list(ops.TR_COLS))
         self._upsert_exec = CompiledSQL(ops.UPSERT_EXEC["sqlite"], dialect)
         self._lists: dict[tuple[bool, bool, bool], CompiledSQL] = {}
-        self._loads = dialect._json_deserializer or json.loads  # type: ignore[attr-defined]
+        self._loads = getattr(dialect, "_json_deserializer", None) or json.loads
 
     def commit_step(self, cursor: Any, new_messages: Sequence[Message],
                     results: Sequence[dict[str, Any]], execution: ExecutionRecord | None) -> None:

@@ -222,8 +222,10 @@ def insert_messages(conn: Connection, items: Sequence[Message]) -> list[Message]
     if not items:
         return []
     if len(items) == 1:
-        result = conn.execute(INSERT_MSG, message_params(items[0]))
-        items[0].seq = int(result.inserted_primary_key[0])
+        key = conn.execute(INSERT_MSG, message_params(items[0])).inserted_primary_key
+        if key is None:  # pragma: no cover - both dialects report the new key
+            raise StoreError("the database did not report the new message's seq")
+        items[0].seq = int(key[0])
         return list(items)
     seqs = conn.execute(INSERT_MSGS_RETURNING, [message_params(m) for m in items]).scalars().all()
     for message, seq in zip(items, seqs, strict=True):
