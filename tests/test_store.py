@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine
 
 from standardagents.exceptions import NotFoundError, StoreError
 from standardagents.records import (
@@ -28,6 +31,7 @@ from standardagents.store import (
     open_store,
     resolve_url,
 )
+from standardagents.store.schema import metadata as schema_metadata
 
 if TYPE_CHECKING:
     from store_fixtures import Backend
@@ -65,6 +69,23 @@ async def test_opening_twice_keeps_schema_and_data(backend: Backend) -> None:
     finally:
         await second.close()
     assert await backend.fetch("SELECT version_num FROM alembic_version") == [("0001",)]
+
+
+def _schema_drift(backend: Backend) -> list[object]:
+    if backend.name == "sqlite":
+        engine = create_engine(backend.url)
+    else:
+        url = backend.url.replace("postgresql://", "postgresql+psycopg://", 1)
+        engine = create_engine(url, connect_args={"options": f"-csearch_path={backend.schema}"})
+    try:
+        with engine.connect() as conn:
+            return list(compare_metadata(MigrationContext.configure(conn), schema_metadata))
+    finally:
+        engine.dispose()
+
+
+async def test_migrations_create_exactly_the_declared_schema(store: SQLStore, backend: Backend) -> None:
+    assert await asyncio.to_thread(_schema_drift, backend) == []
 
 
 async def test_concurrent_opens_of_fresh_database_all_succeed(backend: Backend) -> None:

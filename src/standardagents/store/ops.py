@@ -362,7 +362,7 @@ def list_tool_results(conn: Connection, thread_id: str, tool_call_id: str | None
 # ---------------------------------------------------------------- executions
 
 _EXEC_COLS = tuple(f.name for f in fields(ExecutionRecord))
-UPSERT_EXEC = _upsert(executions, ["id"], [c for c in _EXEC_COLS if c not in ("id", "created_at")])
+UPSERT_EXEC = _upsert(executions, ["id"], [c for c in _EXEC_COLS if c not in ("id", "thread_id", "created_at")])
 _GET_EXEC = select(*(executions.c[c] for c in _EXEC_COLS)).where(executions.c.id == bindparam("id"))
 
 

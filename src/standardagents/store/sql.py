@@ -192,13 +192,15 @@ class SQLStore:
                 if write:
                     dbapi.execute("BEGIN IMMEDIATE")
                 result = fn(conn, *args)
-                conn.commit()
+                if conn.in_transaction():  # only when an op went through SQLAlchemy
+                    conn.commit()
                 if dbapi.in_transaction:
                     dbapi.commit()
                 return result
             except BaseException as exc:
                 try:
-                    conn.rollback()
+                    if conn.in_transaction():
+                        conn.rollback()
                     if dbapi.in_transaction:
                         dbapi.rollback()
                 except Exception:
