@@ -257,3 +257,13 @@ async def test_base_url_is_read_from_environment(monkeypatch: pytest.MonkeyPatch
         assert (await client.request(ask())).text == "ok"
     finally:
         await client.aclose()
+
+
+async def test_caller_supplied_http_client_is_used_and_left_open(stub: OpenAIStub) -> None:
+    import httpx2
+
+    async with httpx2.AsyncClient() as http:
+        client = OpenAIProvider(stub.base_url, http_client=http)
+        assert (await client.request(ask())).text == "ok"
+        await client.aclose()
+        assert not http.is_closed

@@ -44,6 +44,7 @@ _BACKOFF_BASE = 0.05
 _BACKOFF_CAP = 2.0
 _RETRY_AFTER_CAP = 10.0
 _KEEPALIVE = 1000
+_POOL_SHARDS = 8
 
 
 def is_local_url(url: str) -> bool:
@@ -160,9 +161,11 @@ class OpenAIProvider(ModelProvider):
     """A chat-completions endpoint (OpenAI, Ollama, vLLM, LM Studio, OpenRouter...).
 
     ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``; a local
-    endpoint needs no key. The connection pool has no connection cap, so many concurrent
-    threads are never queued behind the client. ``max_retries`` bounds the retries of a
-    request that failed before its first token.
+    endpoint needs no key. The connection pools have no connection cap, so many concurrent
+    threads are never queued behind the client; requests are spread round-robin over
+    ``pool_shards`` pools because a pool's bookkeeping costs time proportional to its size on
+    every request. ``max_retries`` bounds the retries of a request that failed before its
+    first token. A caller-supplied ``http_client`` is used as the only pool and left open.
     """
 
     name = "openai"
@@ -176,6 +179,7 @@ class OpenAIProvider(ModelProvider):
         max_retries: int = 2,
         headers: Mapping[str, str] | None = None,
         http_client: httpx2.AsyncClient | Any | None = None,
+        pool_shards: int = _POOL_SHARDS,
     ) -> None:
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -189,18 +193,33 @@ class OpenAIProvider(ModelProvider):
         self.max_retries = max(0, int(max_retries))
         self._owns_http = http_client is None
         if http_client is None:
-            http_client = httpx2.AsyncClient(
-                limits=httpx2.Limits(max_connections=None, max_keepalive_connections=_KEEPALIVE,
-                                     keepalive_expiry=30.0),
-                timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
-                follow_redirects=True,
-            )
-        self.http_client = http_client
-        self.client = openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
-            default_headers=dict(headers) if headers else None, http_client=http_client,
-        )
+            http_clients = [self._new_http_client(timeout) for _ in range(max(1, pool_shards))]
+        else:
+            http_clients = [http_client]
+        self._clients = [
+            openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
+                               default_headers=dict(headers) if headers else None, http_client=http)
+            for http in http_clients
+        ]
+        self.client = self._clients[0]
+        self._turn = 0
         self._stream_usage = True
+
+    @staticmethod
+    def _new_http_client(timeout: float) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=_KEEPALIVE,
+                                 keepalive_expiry=30.0),
+            timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
+            follow_redirects=True,
+        )
+
+    def _next_client(self) -> openai.AsyncOpenAI:
+        clients = self._clients
+        if len(clients) == 1:
+            return clients[0]
+        self._turn = (self._turn + 1) % len(clients)
+        return clients[self._turn]
 
     # -- request body ----------------------------------------------------------------------
     def _body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
@@ -231,7 +250,7 @@ class OpenAIProvider(ModelProvider):
             options["timeout"] = request.timeout
         content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         try:
-            response: httpx2.Response = await self.client.post(
+            response: httpx2.Response = await self._next_client().post(
                 "/chat/completions", cast_to=httpx2.Response, content=content,
                 options=options, stream=stream)  # type: ignore[call-overload]
         except openai.APIStatusError as exc:
@@ -375,7 +394,7 @@ class OpenAIProvider(ModelProvider):
     async def aclose(self) -> None:
         """Close the connection pool (unless the caller supplied its own HTTP client)."""
         if self._owns_http:
-            await self.client.close()
+            await asyncio.gather(*(client.close() for client in self._clients))
 
 
 class _StreamState:
