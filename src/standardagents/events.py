@@ -76,7 +76,7 @@ class Subscription:
         except asyncio.QueueFull:
             self.dropped += 1
 
-    async def get(self, timeout: float | None = None) -> Event:
+    async def get(self, timeout: float | None = None) -> Event:  # noqa: ASYNC109 - a convenience for callers
         if timeout is None:
             return await self.queue.get()
         return await asyncio.wait_for(self.queue.get(), timeout)

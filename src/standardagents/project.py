@@ -34,7 +34,7 @@ from .definitions import (
 from .exceptions import DefinitionError, ProjectError
 from .registry import Registry
 
-__all__ = ["DEFAULT_MODEL", "Problem", "default_model", "load_project", "validate_project"]
+__all__ = ["DEFAULT_MODEL", "Problem", "build_registry", "default_model", "load_project", "validate_project"]
 
 DEFAULT_MODEL = "default"
 
@@ -283,7 +283,34 @@ def _is_session_tool(registry: Registry, name: str, namespace: str | None) -> bo
             if side is None:
                 continue
             for kind in ("stop", "fail", "status"):
-                cfg = side.session_tool(kind)  # type: ignore[arg-type]
+                cfg = side.session_tool(kind)
                 if cfg is not None and cfg.name == name:
                     return True
     return False
+
+
+def build_registry(*definitions: Any) -> Registry:
+    """A registry from definitions made in code (no project folder), checked like a project.
+
+    Kinds are told by type; the built-in ``default`` model is added unless one is given.
+    """
+    registry = Registry()
+    kinds: list[tuple[type, str]] = [(AgentDefinition, "agents"), (PromptDefinition, "prompts"), (ToolDefinition, "tools"),
+                                     (ModelDefinition, "models"), (HookDefinition, "hooks"), (EffectDefinition, "effects")]
+    problems: list[tuple[str, str]] = []
+    for definition in definitions:
+        for cls, kind in kinds:
+            if isinstance(definition, cls):
+                name = _name_of(kind, definition)
+                if registry.has(kind, name):
+                    problems.append((kind, f"duplicate {kind[:-1]} name {name!r}"))
+                registry.add(kind, name, definition)
+                break
+        else:
+            problems.append(("", f"not a definition: {definition!r}"))
+    if not registry.has("models", DEFAULT_MODEL):
+        registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
+    problems += [(p.file, p.message) for p in check_references(registry)]
+    if problems:
+        raise ProjectError(problems, source="definitions")
+    return registry

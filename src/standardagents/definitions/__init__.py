@@ -5,7 +5,13 @@ definition written in the spec's JSON shape loads unchanged.
 """
 
 from ._base import Definition
-from .agent import AgentDefinition, ParentHookRequirement, SessionToolConfig, SideConfig, define_agent
+from .agent import (
+    AgentDefinition,
+    ParentHookRequirement,
+    SessionToolConfig,
+    SideConfig,
+    define_agent,
+)
 from .effect import EffectDefinition, define_effect
 from .endpoint import (
     ControllerDefinition,

@@ -124,4 +124,4 @@ def define_agent(definition: dict[str, Any] | None = None, /, **fields: Any) -> 
         problems.append(("parent_hooks", "parent hooks apply only to dual_ai agents composed as child tools"))
     problems += _side_problems(_get(data, "side_a", "sideA"), "side_a")
     problems += _side_problems(side_b, "side_b")
-    return build(AgentDefinition, data, problems)  # type: ignore[no-any-return]
+    return build(AgentDefinition, data, problems)

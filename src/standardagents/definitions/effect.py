@@ -48,4 +48,4 @@ def define_effect(*positional: Any, **fields: Any) -> EffectDefinition:
     problems: list[tuple[str, str]] = []
     if isinstance(data.get("name"), str) and (bad := check_snake_case(data["name"])):
         problems.append(("name", bad))
-    return build(EffectDefinition, data, problems)  # type: ignore[no-any-return]
+    return build(EffectDefinition, data, problems)

@@ -67,7 +67,7 @@ def define_hook(
     /,
     *,
     hook: str | None = None,
-    id: str | None = None,  # noqa: A002 - the spec's field name
+    id: str | None = None,
     execute: Callable[..., Any] | None = None,
 ) -> Any:
     """Define a hook.
@@ -80,7 +80,7 @@ def define_hook(
         hook_name = definition
 
         def decorator(func: Callable[..., Any]) -> HookDefinition:
-            return define_hook(hook=hook_name, id=id or func.__name__, execute=func)  # type: ignore[no-any-return]
+            return define_hook(hook=hook_name, id=id or func.__name__, execute=func)
 
         return decorator
     data: dict[str, Any] = {}

@@ -46,4 +46,4 @@ def define_model(definition: dict[str, Any] | None = None, /, **fields: Any) -> 
         problems.append(("api_key", "definitions never carry credentials: set api_key_env to the name of an environment variable"))
         data.pop("api_key", None)
         data.pop("apiKey", None)
-    return build(ModelDefinition, data, problems)  # type: ignore[no-any-return]
+    return build(ModelDefinition, data, problems)

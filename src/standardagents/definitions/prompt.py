@@ -117,4 +117,4 @@ def define_prompt(definition: dict[str, Any] | None = None, /, **fields: Any) ->
     name = data.get("name")
     if isinstance(name, str) and (bad := check_snake_case(name)):
         problems.append(("name", bad))
-    return build(PromptDefinition, data, problems)  # type: ignore[no-any-return]
+    return build(PromptDefinition, data, problems)

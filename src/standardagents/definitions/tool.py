@@ -115,7 +115,7 @@ def _from_function(func: Callable[..., Any], name: str | None) -> dict[str, Any]
             annotation = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (annotation, Field(default, description=param_docs.get(pname) or None))
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{(name or func.__name__).title().replace('_', '')}Args",
         __config__=ConfigDict(extra="forbid"),
         **fields,

@@ -105,7 +105,7 @@ class LLMCache:
                 llm = to_llm_message(m, perspective, dual)
                 cache[key] = llm
             if llm is not None:
-                append(llm)  # type: ignore[arg-type]
+                append(llm)
         return out
 
 

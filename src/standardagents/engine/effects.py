@@ -81,7 +81,7 @@ class EffectScheduler:
             max_attempts = 5
             try:
                 max_attempts = (await rt.registry.aget("effects", effect.name)).max_attempts
-            except Exception:  # noqa: S110 - unknown effect: default budget
+            except Exception:
                 pass
             retry_at = None if attempts >= max_attempts else now_ms() + int(self.base_backoff * 1000 * 2 ** (attempts - 1))
             log.warning("effect %s (%s) failed on attempt %s: %s", effect.id, effect.name, attempts, exc)

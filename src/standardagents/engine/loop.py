@@ -15,15 +15,21 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..definitions import AgentDefinition, PromptDefinition, SideConfig
+from ..definitions import AgentDefinition, SideConfig
 from ..exceptions import ProviderError, StandardAgentsError
-from ..providers.base import ModelRequest, ModelResponse, ReasoningDelta, StreamEnd, TextDelta, ToolCallDelta
+from ..providers.base import (
+    ModelRequest,
+    ModelResponse,
+    ReasoningDelta,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+)
 from ..records import ExecutionRecord, Message, ToolCall, ToolResult, new_id, now_ms
 from .state import ExecutionState, ThreadState
-from .tools import ToolOutcome, Toolbox, run_tool_call
+from .tools import ToolOutcome, run_tool_call
 
 if TYPE_CHECKING:
-    from .hooks import HookSet
     from .runtime import Runtime, SideSetup
 
 __all__ = ["Execution", "ExecutionResult"]
@@ -179,8 +185,8 @@ class Execution:
                 return
             nxt = ex.forced_side or ("b" if ex.side == "a" else "a")
             ex.forced_side = None
-            ex.side = nxt  # type: ignore[assignment]
-            self.record.side = nxt  # type: ignore[assignment]
+            ex.side = nxt
+            self.record.side = nxt
 
     async def _run_turn(self, side: Literal["a", "b"], cfg: SideConfig) -> None:
         ex = self.ex
@@ -395,9 +401,9 @@ class Execution:
         state = self.state
         hooks = setup.hooks
         if len(calls) == 1 or not setup.prompt.parallel_tool_calls:
-            outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, timeout=self.rt.tool_timeout) for c in calls]
+            outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls]
         else:
-            outcomes = list(await asyncio.gather(*(run_tool_call(state, c, setup.toolbox, hooks, timeout=self.rt.tool_timeout) for c in calls)))
+            outcomes = list(await asyncio.gather(*(run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls)))
         await self.rt.store_tool_outcomes(self.state, outcomes, side if self.dual else None, hooks, execution=self.record)
         return outcomes
 

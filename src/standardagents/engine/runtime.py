@@ -97,7 +97,7 @@ class Runtime:
         for task in list(self._running.values()):
             try:
                 await task
-            except BaseException:  # noqa: S110 - shutting down
+            except BaseException:
                 pass
         for provider in self._providers.values():
             try:
@@ -114,7 +114,7 @@ class Runtime:
 
     # resolution ----------------------------------------------------------------------------
     async def agent(self, name: str, namespace: str | None = None) -> AgentDefinition:
-        return await self.registry.aget("agents", name, namespace)  # type: ignore[no-any-return]
+        return await self.registry.aget("agents", name, namespace)
 
     def provider_for(self, model: ModelDefinition) -> ModelProvider:
         """One shared provider per endpoint configuration."""
@@ -145,7 +145,7 @@ class Runtime:
             return override
         if isinstance(override, str):
             name = override
-        return await self.registry.aget("models", name or DEFAULT_MODEL, namespace)  # type: ignore[no-any-return]
+        return await self.registry.aget("models", name or DEFAULT_MODEL, namespace)
 
     async def side_setup(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> SideSetup:
         key = (agent.name, side, namespace)
@@ -167,10 +167,13 @@ class Runtime:
         model = await self._model(prompt.model, namespace)
         fallbacks = [await self.registry.aget("models", fb, namespace) for fb in model.fallbacks]
         toolbox = Toolbox()
+        session_names = {b.name for b in (cfg.session_tool(k) for k in ("stop", "fail", "status")) if b is not None}
         for name in prompt.tool_names():
+            if name in session_names and not self.registry.has("tools", name, namespace):
+                continue
             toolbox.tools[name] = await self._resolve_tool(name, namespace, agent)
         for kind in ("stop", "fail", "status"):
-            binding = cfg.session_tool(kind)  # type: ignore[arg-type]
+            binding = cfg.session_tool(kind)
             if binding is None:
                 continue
             toolbox.session[binding.name] = kind
@@ -190,7 +193,7 @@ class Runtime:
 
     async def _resolve_tool(self, name: str, namespace: str | None, agent: AgentDefinition) -> ToolDefinition:
         if self.registry.has("tools", name, namespace):
-            return await self.registry.aget("tools", name, namespace)  # type: ignore[no-any-return]
+            return await self.registry.aget("tools", name, namespace)
         if self.registry.has("agents", name, namespace):
             from .composition import agent_tool
 
@@ -257,7 +260,7 @@ class Runtime:
         cfg = agent.side(side)
         if cfg is None or not self.registry.has("prompts", cfg.prompt, namespace):
             return None
-        return await self.registry.aget("prompts", cfg.prompt, namespace)  # type: ignore[no-any-return]
+        return await self.registry.aget("prompts", cfg.prompt, namespace)
 
     async def get_thread(self, thread_id: str) -> ThreadRecord:
         thread = await self.store.get_thread(thread_id)
@@ -283,7 +286,7 @@ class Runtime:
                 side = state.execution.side if state.execution else "a"
                 setup = await self.side_setup(state.agent, side, state.namespace)
                 state._hooks = setup.hooks
-        return state._hooks  # type: ignore[no-any-return]
+        return state._hooks
 
     # messages ------------------------------------------------------------------------------
     async def _before_create(self, state: ThreadState, hooks: HookSet, msg: Message, strict: bool) -> Message:
@@ -392,7 +395,7 @@ class Runtime:
                                                    metadata={"queued": True})], execution=execution, hooks=hooks)
         self.bus.emit("tool_call_started", state.thread_id, {"id": call.id, "name": name, "progress": None})
         await hooks.notify("tool_call_started", state, call, None)
-        outcome = await run_tool_call(state, call, toolbox, hooks, timeout=self.tool_timeout)
+        outcome = await run_tool_call(state, call, toolbox, hooks, default_timeout=self.tool_timeout)
         await self.store_tool_outcomes(state, [outcome], side, hooks, execution=execution)
         return outcome.result
 
@@ -406,7 +409,7 @@ class Runtime:
             raise NotFoundError("agent", state.agent_id)
         tool = await self._resolve_tool(name, state.namespace, state.agent)
         call = ToolCall(new_id("call_"), name, _json.dumps(args))
-        outcome = await run_tool_call(state, call, Toolbox({name: tool}), HookSet(), timeout=self.tool_timeout)
+        outcome = await run_tool_call(state, call, Toolbox({name: tool}), HookSet(), default_timeout=self.tool_timeout)
         return outcome.result
 
     async def repair_transcript(self, state: ThreadState, *, reason: str = "no result was recorded for this call") -> int:
@@ -476,7 +479,7 @@ class Runtime:
             execution = Execution(self, state, agent, record)
             task = asyncio.current_task()
             assert task is not None
-            self._running[thread.id] = task  # type: ignore[assignment]
+            self._running[thread.id] = task
             self._executions[thread.id] = execution
             try:
                 ex.message_history = await self.store.list_messages(thread.id)
@@ -515,7 +518,7 @@ class Runtime:
             await task
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: S110 - its outcome was already reported by events
+        except Exception:
             pass
         return True
 

@@ -40,11 +40,11 @@ class ExecutionState:
 
     # spec-style aliases
     @property
-    def stepCount(self) -> int:  # noqa: N802
+    def stepCount(self) -> int:
         return self.step_count
 
     @property
-    def messageHistory(self) -> list[Message]:  # noqa: N802
+    def messageHistory(self) -> list[Message]:
         return self.message_history
 
 
@@ -176,13 +176,13 @@ class ThreadState:
 
     # spec-style aliases --------------------------------------------------------------------
     @property
-    def threadId(self) -> str:  # noqa: N802
+    def threadId(self) -> str:
         return self.thread.id
 
     @property
-    def agentId(self) -> str:  # noqa: N802
+    def agentId(self) -> str:
         return self.thread.agent
 
     @property
-    def userId(self) -> str | None:  # noqa: N802
+    def userId(self) -> str | None:
         return self.thread.user_id

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .hooks import HookSet
     from .state import ThreadState
 
-__all__ = ["Toolbox", "ToolOutcome", "normalise_result", "run_tool_call", "session_tool"]
+__all__ = ["ToolOutcome", "Toolbox", "normalise_result", "run_tool_call", "session_tool"]
 
 
 @dataclass
@@ -61,7 +61,7 @@ def session_tool(name: str, kind: str, message_property: str | None, attachments
     async def handler(args: dict[str, Any]) -> str:
         return "ok"
 
-    return define_tool(name=name, description=f"{what}.", parameters={"type": "object", "properties": props}, execute=handler)  # type: ignore[no-any-return]
+    return define_tool(name=name, description=f"{what}.", parameters={"type": "object", "properties": props}, execute=handler)
 
 
 def normalise_result(value: Any) -> ToolResult:
@@ -120,7 +120,7 @@ def parse_arguments(text: str, tool: ToolDefinition | None) -> tuple[dict[str, A
 
 
 async def run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, hooks: HookSet, *,
-                        timeout: float | None = None) -> ToolOutcome:
+                        default_timeout: float | None = None) -> ToolOutcome:
     """Execute one call and run its hooks; always returns an outcome."""
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -142,7 +142,7 @@ async def run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, ho
                 result = ToolResult("error", error=f"invalid arguments for {call.name}: {exc}")
             else:
                 try:
-                    limit = tool.timeout or timeout
+                    limit = tool.timeout or default_timeout
                     coro = tool.invoke(state, clean)
                     value = await (asyncio.wait_for(coro, limit) if limit else coro)
                     result = normalise_result(value)

@@ -1,0 +1,303 @@
+"""The ``standardagents`` command line: init, run, chat, validate, serve, dev, and more.
+
+Every failure a user can cause prints one clear line and exits non-zero; tracebacks are
+for bugs only (``STANDARDAGENTS_DEBUG=1`` shows them anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from .exceptions import DefinitionError, StandardAgentsError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="standardagents",
+    help="Run Standard Agents projects: chat with agents, serve them over HTTP, pack and share them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 1) -> None:
+    """Print one clear error line and exit."""
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _guard(fn: Any) -> Any:
+    """Run a command body, turning our errors into one line each."""
+    try:
+        return fn()
+    except typer.Exit:
+        raise
+    except DefinitionError as exc:
+        err.print("[bold red]error:[/] the project does not validate:")
+        for where, msg in exc.problems:
+            err.print(f"  {where}: {msg}" if where else f"  {msg}")
+        raise typer.Exit(1) from None
+    except StandardAgentsError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if os.environ.get("STANDARDAGENTS_DEBUG"):
+            raise
+        fail(f"{type(exc).__name__}: {exc}")
+
+
+ProjectArg = Annotated[Path, typer.Argument(help="The project folder (the one holding agents/).")]
+DbOpt = Annotated[str | None, typer.Option("--database-url", envvar="STANDARDAGENTS_DATABASE_URL", help="SQLAlchemy URL; default: SQLite under .standardagents/.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Use this model definition for every prompt.")]
+
+
+@app.command()
+def init(directory: Annotated[Path, typer.Argument(help="Where to create the project.")] = Path("my-agents")) -> None:
+    """Create a working starter project (an assistant with two tools and a hook)."""
+    from .scaffold import create_project
+
+    _guard(lambda: create_project(directory))
+    out.print(f"Created [bold]{directory}[/]. Try:\n  standardagents run {directory} --agent assistant \"What is 12 * 7?\"\n  standardagents serve {directory}")
+
+
+@app.command()
+def validate(project: ProjectArg) -> None:
+    """Check a project: every definition and every reference, all problems at once."""
+    from .project import load_project, validate_project
+
+    problems = _guard(lambda: validate_project(project))
+    errors = [p for p in problems if not p.warning]
+    for p in problems:
+        (err if not p.warning else out).print(f"{'[red]error[/]' if not p.warning else '[yellow]warning[/]'}: {p}")
+    if errors:
+        err.print(f"[bold red]{len(errors)} problem(s)[/] in {project}")
+        raise typer.Exit(1)
+    registry = load_project(project, strict=False)
+    out.print(f"[green]ok[/]: {len(registry.names('agents'))} agent(s), {len(registry.names('prompts'))} prompt(s), "
+              f"{len(registry.names('tools'))} tool(s), {len(registry.names('hooks'))} hook(s)")
+    for entry in registry.entries("agents"):
+        agent = entry.value
+        for req in getattr(agent, "parent_hooks", []):
+            out.print(f"  {agent.name}: adds parent hook [bold]{req.hook}[/] ({req.stage}) - {req.reason}")
+
+
+async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reasoning: bool = False) -> Any:
+    """Send a message and print the reply as it streams, with tool activity."""
+    sub = rt.subscribe(thread_id, reasoning=show_reasoning)
+    task = await rt.start(thread_id, message)
+    printed_text = False
+    current_side: str | None = None
+    try:
+        while True:
+            event = await sub.get()
+            t, d = event.type, event.data
+            if t == "message_chunk":
+                side = d.get("side")
+                if side and side != current_side:
+                    current_side = side
+                    out.print(f"\n[bold cyan]{side.upper()}[/]: ", end="")
+                out.print(d["delta"], end="", markup=False)
+                printed_text = True
+            elif t == "reasoning_chunk":
+                out.print(f"[dim]{d['delta']}[/]", end="")
+            elif t == "tool_call_started":
+                progress = f" {d['progress']}" if d.get("progress") else ""
+                out.print(f"\n[dim]▸ {d['name']}{progress}[/]")
+            elif t == "tool_call_done":
+                mark = "[green]✓[/]" if d["status"] == "success" else f"[red]✗ {d.get('error', '')}[/]"
+                out.print(f"[dim]  {d['name']}[/] {mark}")
+            elif t == "error":
+                out.print(f"\n[red]error: {d.get('message')}[/]")
+            elif t == "done":
+                break
+    finally:
+        sub.close()
+    result = await task
+    if printed_text:
+        out.print()
+    return result
+
+
+@app.command()
+def run(
+    target: Annotated[Path, typer.Argument(help="A project folder, or an agent document (.json).")],
+    message: Annotated[str, typer.Argument(help="The message to send.")],
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="The agent to run (project folders).")] = None,
+    layer: Annotated[list[Path] | None, typer.Option("--layer", help="Agent document layers beneath the document (weakest first).")] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="Continue this thread instead of starting one.")] = None,
+    database_url: DbOpt = None,
+    model: ModelOpt = None,
+    reasoning: Annotated[bool, typer.Option("--reasoning", help="Show the model's reasoning.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of streaming.")] = False,
+) -> None:
+    """Send one message to an agent and stream its reply (tool activity shown live)."""
+
+    async def main() -> int:
+        from .engine import Runtime
+
+        if target.suffix == ".json":
+            from .documents.bridge import registry_from_document
+
+            registry, name, notes = registry_from_document(target, layers=list(layer or []))
+            for note in notes:
+                err.print(f"[yellow]warning[/]: {note}")
+        else:
+            from .project import load_project
+
+            registry = load_project(target)
+            names = registry.names("agents")
+            name = agent or (names[0] if len(names) == 1 else "")
+            if not name:
+                fail(f"choose an agent with --agent ({', '.join(names) or 'the project has none'})")
+        rt = await Runtime.open(registry, database_url=database_url, model_override=model)
+        try:
+            thread_id = thread or (await rt.create_thread(name)).id
+            if as_json:
+                result = await rt.send(thread_id, message)
+                out.print_json(json.dumps(result.to_dict()))
+            else:
+                result = await _stream_run(rt, thread_id, message, show_reasoning=reasoning)
+                err.print(f"[dim]thread {thread_id} · {result.stop_reason}"
+                          + (f" · {result.outcome}" if result.outcome not in (result.stop_reason, "response") else "") + "[/]")
+            if result.stop_reason == "error":
+                err.print(f"[red]error:[/] {result.error}")
+                return 1
+            return 0
+        finally:
+            await rt.aclose()
+
+    code = _guard(lambda: asyncio.run(main()))
+    raise typer.Exit(code)
+
+
+@app.command()
+def chat(
+    project: ProjectArg,
+    agent: Annotated[str | None, typer.Option("--agent", "-a")] = None,
+    thread: Annotated[str | None, typer.Option("--thread", help="Resume this thread.")] = None,
+    database_url: DbOpt = None,
+    model: ModelOpt = None,
+) -> None:
+    """Talk with an agent interactively (Ctrl-C stops a reply; Ctrl-D or /quit leaves)."""
+
+    async def main() -> int:
+        from .engine import Runtime
+        from .project import load_project
+
+        registry = load_project(project)
+        names = registry.names("agents")
+        name = agent or (names[0] if len(names) == 1 else "")
+        if not name:
+            fail(f"choose an agent with --agent ({', '.join(names)})")
+        rt = await Runtime.open(registry, database_url=database_url, model_override=model)
+        try:
+            thread_id = thread or (await rt.create_thread(name)).id
+            out.print(f"[dim]{name} · thread {thread_id} · /quit to leave[/]")
+            loop = asyncio.get_running_loop()
+            while True:
+                try:
+                    line = await loop.run_in_executor(None, lambda: input("you> "))
+                except EOFError:
+                    break
+                if line.strip() in ("/quit", "/exit"):
+                    break
+                if not line.strip():
+                    continue
+                try:
+                    await _stream_run(rt, thread_id, line)
+                except (KeyboardInterrupt, asyncio.CancelledError):
+                    await rt.stop(thread_id)
+                    out.print("[dim](stopped)[/]")
+            return 0
+        finally:
+            await rt.aclose()
+
+    raise typer.Exit(_guard(lambda: asyncio.run(main())))
+
+
+@app.command()
+def serve(
+    project: ProjectArg,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    workers: Annotated[int, typer.Option(help="Worker processes (use PostgreSQL for more than one).")] = 1,
+    database_url: DbOpt = None,
+    dev: Annotated[bool, typer.Option("--dev", help="Imply a local admin user when no credentials are sent.")] = False,
+) -> None:
+    """Serve the project: REST API, live streams, its endpoints and the web chat."""
+    from .server import run_server
+
+    out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
+    _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev))
+
+
+@app.command()
+def dev(
+    project: ProjectArg,
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+    port: Annotated[int, typer.Option()] = 8000,
+    database_url: DbOpt = None,
+) -> None:
+    """Serve with reload on file changes, in dev mode (a local user is implied)."""
+    from .server import run_server
+
+    out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
+    _guard(lambda: run_server(project, host=host, port=port, reload=True, database_url=database_url, dev=True))
+
+
+schema_app = typer.Typer(help="Print JSON Schemas (for editors' autocompletion).", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+
+
+@schema_app.command("agent-document")
+def schema_agent_document() -> None:
+    """The JSON Schema of a cubicecho.agent/1 agent document."""
+    from .documents import document_schema
+
+    sys.stdout.write(json.dumps(document_schema(), indent=2) + "\n")
+
+
+def _mount_optional() -> None:
+    """Commands provided by other parts of the package, mounted when present."""
+    try:
+        from .server.cli import tokens_app
+
+        app.add_typer(tokens_app, name="tokens", help="Create, list and revoke API tokens.")
+    except ImportError:
+        pass
+    try:
+        from .packages.cli import pack_command, packages_command, unpack_command
+
+        app.command("pack")(pack_command)
+        app.command("unpack")(unpack_command)
+        app.command("packages")(packages_command)
+    except ImportError:
+        pass
+    try:
+        from .documents.cli import export_command, import_command
+
+        app.command("import")(import_command)
+        app.command("export")(export_command)
+    except ImportError:
+        pass
+
+
+_mount_optional()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,175 @@
+"""Tool calls in the turn loop: validation, failures, concurrency, order, events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from engine_helpers import stub_model
+from standardagents import ModelRetry, define_agent, define_prompt, define_tool
+from standardagents.testing.openai_stub import StubReply
+
+AGENT = define_agent(name="helper", side_a={"prompt": "main"})
+
+
+def prompt(*tools: str) -> object:
+    return define_prompt(name="main", prompt="You help.", tools=list(tools))
+
+
+@define_tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@define_tool
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"boom: {reason}")
+
+
+@define_tool
+def picky(value: str) -> str:
+    """Asks the model to retry."""
+    raise ModelRetry("use a value in upper case")
+
+
+async def _tool_messages(rt, thread_id):
+    return [m for m in await rt.store.list_messages(thread_id) if m.role == "tool"]
+
+
+async def test_invalid_arguments_become_an_error_result_the_model_reads(stub, make_runtime):
+    stub.queue(StubReply(tool_calls=[("add", json.dumps({"a": "not a number"}))]), "Sorry.")
+    rt = await make_runtime(AGENT, prompt("add"), add, stub_model(stub))
+    result = await rt.run("helper", "add")
+    assert result.stop_reason == "complete"
+    (tool,) = await _tool_messages(rt, result.thread_id)
+    assert tool.tool_status == "error"
+    assert "invalid arguments for add" in tool.content and "a:" in tool.content and "b:" in tool.content
+    assert stub.requests[1]["messages"][-1]["content"] == tool.content
+
+
+async def test_a_raising_tool_becomes_an_error_result_and_the_turn_goes_on(stub, make_runtime):
+    stub.queue(StubReply(tool_calls=[("explode", '{"reason": "test"}')]), "It failed, sorry.")
+    rt = await make_runtime(AGENT, prompt("explode"), explode, stub_model(stub))
+    result = await rt.run("helper", "go")
+    assert (result.stop_reason, result.text) == ("complete", "It failed, sorry.")
+    (tool,) = await _tool_messages(rt, result.thread_id)
+    assert tool.tool_status == "error" and "RuntimeError: boom: test" in tool.content
+    rows = await rt.store.list_tool_results(result.thread_id)
+    assert rows[0]["stack"] and "boom" in rows[0]["stack"]
+
+
+async def test_model_retry_hands_its_message_to_the_model(stub, make_runtime):
+    stub.queue(StubReply(tool_calls=[("picky", '{"value": "x"}')]), "ok")
+    rt = await make_runtime(AGENT, prompt("picky"), picky, stub_model(stub))
+    result = await rt.run("helper", "go")
+    (tool,) = await _tool_messages(rt, result.thread_id)
+    assert tool.content == "Error: use a value in upper case"
+
+
+async def test_an_unknown_tool_becomes_an_error_result_listing_the_known_ones(stub, make_runtime):
+    stub.queue(StubReply(tool_calls=[("no_such_tool", "{}")]), "ok")
+    rt = await make_runtime(AGENT, prompt("add"), add, stub_model(stub))
+    result = await rt.run("helper", "go")
+    (tool,) = await _tool_messages(rt, result.thread_id)
+    assert "unknown tool 'no_such_tool'" in tool.content and "add" in tool.content
+
+
+async def test_concurrent_tool_calls_run_together_and_are_stored_in_call_order(stub, make_runtime):
+    slow_started = asyncio.Event()
+    fast_done = asyncio.Event()
+
+    @define_tool
+    async def slow() -> str:
+        """Finishes only after the fast tool has finished."""
+        slow_started.set()
+        await asyncio.wait_for(fast_done.wait(), 5)
+        return "slow result"
+
+    @define_tool
+    async def fast() -> str:
+        """Finishes at once, once the slow tool runs."""
+        await asyncio.wait_for(slow_started.wait(), 5)
+        fast_done.set()
+        return "fast result"
+
+    stub.queue(StubReply(tool_calls=[("slow", "{}"), ("fast", "{}")]), "done")
+    rt = await make_runtime(AGENT, prompt("slow", "fast"), slow, fast, stub_model(stub))
+    sub = rt.subscribe()
+    result = await rt.run("helper", "go")
+    tools = await _tool_messages(rt, result.thread_id)
+    assert [t.content for t in tools] == ["slow result", "fast result"]
+    assert [t.seq for t in tools] == sorted(t.seq for t in tools)
+    events = []
+    while not sub.queue.empty():
+        events.append(sub.queue.get_nowait())
+    done_names = [e.data["name"] for e in events if e.type == "tool_call_done"]
+    assert done_names == ["slow", "fast"]
+    assert events[-1].type == "done" and events[-1].data["stopReason"] == "complete"
+
+
+async def test_tool_call_started_carries_the_progress_argument(stub, make_runtime):
+    @define_tool(progress_argument="path")
+    def write_page(path: str, content: str) -> str:
+        """Write a page."""
+        return f"wrote {len(content)} chars to {path}"
+
+    args = json.dumps({"path": "index.html", "content": "x" * 200})
+    stub.queue(StubReply(tool_calls=[("write_page", args)], chunk_size=5), "written")
+    rt = await make_runtime(AGENT, prompt("write_page"), write_page, stub_model(stub))
+    sub = rt.subscribe()
+    await rt.run("helper", "write it")
+    started = []
+    while not sub.queue.empty():
+        e = sub.queue.get_nowait()
+        if e.type == "tool_call_started":
+            started.append(e.data)
+    assert len(started) == 1
+    assert started[0]["name"] == "write_page" and started[0]["progress"] == "index.html"
+
+
+async def test_done_is_emitted_once_after_a_model_error(stub, make_runtime):
+    stub.queue(StubReply(error_status=400, error_body={"error": {"message": "bad request: model unknown"}}))
+    rt = await make_runtime(AGENT, prompt(), stub_model(stub))
+    sub = rt.subscribe()
+    result = await rt.run("helper", "hi")
+    assert result.stop_reason == "error"
+    assert "400" in (result.error or "") or "bad request" in (result.error or "")
+    events = []
+    while not sub.queue.empty():
+        events.append(sub.queue.get_nowait())
+    assert [e.type for e in events].count("done") == 1
+    assert events[-1].type == "done" and events[-1].data["stopReason"] == "error"
+    assert any(e.type == "error" for e in events)
+    messages = await rt.store.list_messages(result.thread_id)
+    assert messages[-1].status == "error" and messages[-1].hidden
+
+
+async def test_a_retriable_error_falls_back_to_the_next_model(stub, make_runtime):
+    stub.queue(StubReply(error_status=503), "answer from the fallback")
+    primary = stub_model(stub, fallbacks=["backup"])
+    backup = stub_model(stub, name="backup")
+    rt = await make_runtime(AGENT, prompt(), primary, backup)
+    result = await rt.run("helper", "hi")
+    assert (result.stop_reason, result.text) == ("complete", "answer from the fallback")
+    assert len(stub.requests) == 2
+
+
+async def test_tool_results_with_new_files_are_stored_as_thread_files(stub, make_runtime):
+    import base64
+
+    from standardagents import ToolResult
+
+    @define_tool
+    def make_report() -> ToolResult:
+        """Make a report file."""
+        data = base64.b64encode(b"# Report").decode()
+        return ToolResult("success", "made", attachments=[{"name": "report.md", "data": data, "mimeType": "text/markdown"}])
+
+    stub.queue(StubReply(tool_calls=[("make_report", "{}")]), "here it is")
+    rt = await make_runtime(AGENT, prompt("make_report"), make_report, stub_model(stub))
+    result = await rt.run("helper", "report")
+    (tool,) = await _tool_messages(rt, result.thread_id)
+    assert tool.attachments == [{"path": "attachments/report.md", "name": "report.md", "mimeType": "text/markdown", "size": 8}]
+    assert await rt.store.read_file(result.thread_id, "attachments/report.md") == b"# Report"
