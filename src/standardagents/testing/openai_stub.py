@@ -204,6 +204,7 @@ class OpenAIStub:
         self._thread: threading.Thread | None = None
         self._server: Any = None
         self._closing: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
 
@@ -289,6 +290,7 @@ class OpenAIStub:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self._closing = asyncio.Event()
+                self._loop = asyncio.get_running_loop()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self._closing is not None:
@@ -373,7 +375,10 @@ class OpenAIStub:
         return self
 
     def stop(self) -> None:
-        """Stop the server and wait for its thread."""
+        """Stop the server (cutting scripted delays short) and wait for its thread."""
+        if self._loop is not None and self._closing is not None:
+            with contextlib.suppress(RuntimeError):  # the loop may already be closed
+                self._loop.call_soon_threadsafe(self._closing.set)
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
