@@ -24,6 +24,8 @@ from .namespaces import (
 )
 from .pack import build_wheel, pack_project
 from .signature import PackageSignature, ReadOnlySignature, make_signature
+from .unpack import unpack
+from .validate import validate_packed
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -48,4 +50,6 @@ __all__ = [
     "pack_project",
     "packed_namespace",
     "register_packages",
+    "unpack",
+    "validate_packed",
 ]
