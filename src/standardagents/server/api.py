@@ -1,0 +1,402 @@
+"""The REST API: agents, threads, messages, executions, files, logs and user values.
+
+Every route answers JSON (errors as ``{"error": {"code", "message"}}``) and checks the caller
+first (401), then the thread (404), then the thread access policy (403).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import mimetypes
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+
+from ..records import FileRecord, ThreadRecord
+from ..store.base import UserRecord
+from .auth import authenticate, caller_dict, require_thread
+from .errors import ApiError, read_json
+from .openapi import openapi_document
+from .state import server_of
+from .streams import (
+    sse_encode,
+    sse_response,
+    thread_stream,
+    thread_ws,
+    turn_events,
+    user_stream,
+    user_ws,
+)
+
+__all__ = ["api_routes", "file_dict", "thread_dict"]
+
+_MAX_LIMIT = 500
+
+
+def thread_dict(thread: ThreadRecord, running: bool | None = None) -> dict[str, Any]:
+    data = thread.to_dict()
+    if running is not None:
+        data["running"] = running
+    return data
+
+
+def file_dict(record: FileRecord) -> dict[str, Any]:
+    return {"path": record.path, "size": record.size, "mimeType": record.mime_type,
+            "metadata": dict(record.metadata), "createdAt": record.created_at, "updatedAt": record.updated_at}
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(422, f"query parameter {name!r} must be an integer (got {raw!r})") from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ApiError(422, f"query parameter {name!r} must be {bound} (got {value})")
+    return value
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ApiError(422, f"query parameter {name!r} must be true or false (got {raw!r})")
+
+
+# agents --------------------------------------------------------------------------------------
+async def list_agents(request: Request) -> Response:
+    """Agents a client may start threads with; ``primary: false`` ones only with ``?all=true``."""
+    await authenticate(request)
+    rt = server_of(request).runtime
+    show_all = _flag(request, "all")
+    agents = []
+    for entry in rt.registry.entries("agents"):
+        agent = await rt.registry.aget("agents", entry.name, entry.package)
+        if not agent.primary and not show_all:
+            continue
+        agents.append({"name": agent.name, "type": agent.type, "description": agent.description,
+                       "primary": agent.primary, "package": entry.package,
+                       "exposeAsTool": bool(getattr(agent, "expose_as_tool", False))})
+    agents.sort(key=lambda a: a["name"])
+    return JSONResponse({"agents": agents})
+
+
+# threads -------------------------------------------------------------------------------------
+def _optional_str(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ApiError(422, f"field {key!r} must be a string")
+    return value
+
+
+async def create_thread(request: Request) -> Response:
+    caller = await authenticate(request)
+    body = await read_json(request)
+    rt = server_of(request).runtime
+    agent = body.get("agent", body.get("agent_id", body.get("agentId")))
+    if not isinstance(agent, str) or not agent:
+        raise ApiError(422, "field 'agent' is required: the name of the agent to talk to (see GET /agents)")
+    if not rt.registry.has("agents", agent):
+        raise ApiError(422, f"field 'agent': unknown agent {agent!r}; known: {', '.join(rt.registry.names('agents'))}")
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ApiError(422, "field 'metadata' must be an object")
+    title = _optional_str(body, "title")
+    owner = _optional_str(body, "user_id") or _optional_str(body, "userId") or caller.id
+    if owner != caller.id and not caller.is_admin:
+        raise ApiError(403, "only an admin may create threads for another user")
+    thread = await rt.create_thread(agent, user_id=owner, title=title, metadata=metadata)
+    return JSONResponse(thread_dict(thread, False), status_code=201)
+
+
+async def list_threads(request: Request) -> Response:
+    caller = await authenticate(request)
+    rt = server_of(request).runtime
+    limit = _int_param(request, "limit", 50, 1, _MAX_LIMIT)
+    offset = _int_param(request, "offset", 0, 0)
+    user = request.query_params.get("user") or request.query_params.get("user_id")
+    if not caller.is_admin:
+        if user is not None and user != caller.id:
+            raise ApiError(403, "you may only list your own threads")
+        user = caller.id
+    threads = await rt.store.list_threads(agent=request.query_params.get("agent") or None, user_id=user,
+                                          limit=limit, offset=offset)
+    return JSONResponse({"threads": [thread_dict(t, rt.is_running(t.id)) for t in threads],
+                         "limit": limit, "offset": offset})
+
+
+async def get_thread(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    return JSONResponse(thread_dict(thread, server_of(request).runtime.is_running(thread.id)))
+
+
+async def delete_thread(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    rt = server_of(request).runtime
+    await rt.stop(thread.id)
+    await rt.store.delete_thread(thread.id)
+    return Response(status_code=204)
+
+
+# messages ------------------------------------------------------------------------------------
+async def list_messages(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    rt = server_of(request).runtime
+    limit = _int_param(request, "limit", 100, 1, _MAX_LIMIT)
+    offset = _int_param(request, "offset", 0, 0)
+    include_silent = _flag(request, "include_silent")
+    messages = await rt.store.list_messages(thread.id, limit=limit, offset=offset, include_silent=include_silent)
+    total = await rt.store.count_messages(thread.id, include_silent=include_silent)
+    return JSONResponse({"messages": [m.to_dict() for m in messages], "total": total,
+                         "limit": limit, "offset": offset})
+
+
+def _message_input(body: dict[str, Any]) -> dict[str, Any]:
+    content = body.get("content")
+    if content is not None and not isinstance(content, str):
+        raise ApiError(422, "field 'content' must be a string")
+    attachments = body.get("attachments")
+    if attachments is not None and (not isinstance(attachments, list) or not all(isinstance(a, dict) for a in attachments)):
+        raise ApiError(422, "field 'attachments' must be a list of objects")
+    parts = body.get("parts")
+    if parts is not None and (not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts)):
+        raise ApiError(422, "field 'parts' must be a list of objects")
+    if content is None and not attachments and not parts:
+        raise ApiError(422, "field 'content' is required (or send 'attachments' / 'parts')")
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ApiError(422, "field 'metadata' must be an object")
+    silent = body.get("silent", False)
+    if not isinstance(silent, bool):
+        raise ApiError(422, "field 'silent' must be true or false")
+    return {"content": content, "attachments": attachments, "parts": parts, "metadata": metadata, "silent": silent}
+
+
+def _keep(request: Request, task: asyncio.Task[Any]) -> None:
+    """Hold a reference to a background execution and consume its outcome."""
+    tasks: set[asyncio.Task[Any]] = server_of(request).extra.setdefault("tasks", set())
+    tasks.add(task)
+
+    def finished(t: asyncio.Task[Any]) -> None:
+        tasks.discard(t)
+        if not t.cancelled():
+            t.exception()
+
+    task.add_done_callback(finished)
+
+
+async def _started_id(sub: Any, task: asyncio.Task[Any], rt: Any, thread_id: str) -> str | None:
+    """The execution id of ``task`` once it starts (it starts at once when the thread is idle)."""
+    try:
+        while True:
+            getter = asyncio.ensure_future(sub.queue.get())
+            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter not in done:
+                getter.cancel()
+                with contextlib.suppress(BaseException):
+                    await getter
+                if not task.cancelled() and task.exception() is None:
+                    return str(task.result().execution_id)
+                return None
+            event = getter.result()
+            if event.type == "execution_started" and rt._running.get(thread_id) is task:
+                return str(event.data.get("executionId"))
+    finally:
+        sub.close()
+
+
+async def send_message(request: Request) -> Response:
+    """Start (or queue) an execution with a new message: 202 with its id, the reply as SSE with
+    ``?stream=true``, or the finished result with ``?wait=true``."""
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    body = await read_json(request)
+    fields = _message_input(body)
+    stream, wait = _flag(request, "stream"), _flag(request, "wait")
+    if stream and wait:
+        raise ApiError(422, "choose one of ?stream=true and ?wait=true")
+    server = server_of(request)
+    rt = server.runtime
+    if wait:
+        task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
+                              metadata=fields["metadata"], silent=fields["silent"])
+        _keep(request, task)
+        result = await task
+        return JSONResponse(result.to_dict())
+    from .streams import wants_reasoning
+
+    sub = rt.subscribe(thread.id, reasoning=wants_reasoning(request), maxsize=server.stream_buffer)
+    queued = rt.is_running(thread.id)
+    try:
+        task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
+                              metadata=fields["metadata"], silent=fields["silent"])
+    except BaseException:
+        sub.close()
+        raise
+    _keep(request, task)
+    if stream:
+        async def frames() -> Any:
+            async for event in turn_events(sub, task, rt, thread.id):
+                yield sse_encode(event)
+
+        return sse_response(frames(), headers={"X-Thread-Id": thread.id})
+    if queued:
+        sub.close()
+        execution_id = None
+    else:
+        execution_id = await _started_id(sub, task, rt, thread.id)
+    prefix = server.prefix
+    return JSONResponse({"threadId": thread.id, "executionId": execution_id, "queued": queued, "status": "accepted"},
+                        status_code=202, headers={"Location": f"{prefix}/threads/{thread.id}/stream"})
+
+
+async def stop_thread(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    stopped = await server_of(request).runtime.stop(thread.id)
+    return JSONResponse({"threadId": thread.id, "stopped": stopped})
+
+
+# files and logs ------------------------------------------------------------------------------
+def _file_path(request: Request) -> str:
+    path = request.path_params["path"].strip("/")
+    if not path or any(part in ("", ".", "..") for part in path.split("/")):
+        raise ApiError(422, f"invalid file path {request.path_params['path']!r}")
+    return "/" + path
+
+
+async def list_files(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    prefix = request.query_params.get("prefix", "")
+    files = await server_of(request).runtime.store.list_files(thread.id, prefix)
+    return JSONResponse({"files": [file_dict(f) for f in files]})
+
+
+async def get_file(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    path = _file_path(request)
+    store = server_of(request).runtime.store
+    record = await store.stat_file(thread.id, path)
+    data = await store.read_file(thread.id, path) if record is not None else None
+    if record is None or data is None:
+        raise ApiError(404, f"thread {thread.id!r} has no file {path!r}")
+    media = record.mime_type or mimetypes.guess_type(path)[0] or "application/octet-stream"
+    return Response(data, media_type=media)
+
+
+async def put_file(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    path = _file_path(request)
+    data = await request.body()
+    ctype = request.headers.get("content-type")
+    mime = ctype.split(";")[0].strip() if ctype else (mimetypes.guess_type(path)[0] or "application/octet-stream")
+    store = server_of(request).runtime.store
+    existed = await store.stat_file(thread.id, path) is not None
+    record = await store.write_file(thread.id, path, data, mime_type=mime)
+    return JSONResponse(file_dict(record), status_code=200 if existed else 201)
+
+
+async def list_logs(request: Request) -> Response:
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    limit = _int_param(request, "limit", 100, 1, _MAX_LIMIT)
+    offset = _int_param(request, "offset", 0, 0)
+    logs = await server_of(request).runtime.store.list_logs(thread.id, limit=limit, offset=offset)
+    return JSONResponse({"logs": [{"id": r.id, "level": r.level, "message": r.message, "data": r.data,
+                                   "createdAt": r.created_at} for r in logs], "limit": limit, "offset": offset})
+
+
+# users ---------------------------------------------------------------------------------------
+async def me(request: Request) -> Response:
+    caller = await authenticate(request)
+    return JSONResponse(caller_dict(caller))
+
+
+def _key(request: Request) -> str:
+    key = request.path_params["key"]
+    if not key or len(key) > 200:
+        raise ApiError(422, "a value key is 1 to 200 characters")
+    return str(key)
+
+
+async def list_values(request: Request) -> Response:
+    caller = await authenticate(request)
+    return JSONResponse({"values": await server_of(request).runtime.store.list_user_values(caller.id)})
+
+
+async def get_value(request: Request) -> Response:
+    caller = await authenticate(request)
+    key = _key(request)
+    values = await server_of(request).runtime.store.list_user_values(caller.id)
+    if key not in values:
+        raise ApiError(404, f"you have no value {key!r}")
+    return JSONResponse({"key": key, "value": values[key]})
+
+
+async def put_value(request: Request) -> Response:
+    caller: UserRecord = await authenticate(request)
+    key = _key(request)
+    body = await read_json(request)
+    if "value" not in body:
+        raise ApiError(422, "send {\"value\": ...}")
+    await server_of(request).hub.set_value(caller, key, body["value"])
+    return JSONResponse({"key": key, "value": body["value"]})
+
+
+async def delete_value(request: Request) -> Response:
+    caller = await authenticate(request)
+    key = _key(request)
+    if not await server_of(request).hub.delete_value(caller, key):
+        raise ApiError(404, f"you have no value {key!r}")
+    return Response(status_code=204)
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(openapi_document(server_of(request).prefix))
+
+
+def api_routes(prefix: str) -> list[BaseRoute]:
+    """The built-in routes, mounted before the project's own endpoints so they take precedence."""
+    p = prefix
+    t = f"{p}/threads/{{thread_id}}"
+    return [
+        Route(f"{p}/openapi.json", openapi, methods=["GET"]),
+        Route(f"{p}/agents", list_agents, methods=["GET"]),
+        Route(f"{p}/threads", list_threads, methods=["GET"]),
+        Route(f"{p}/threads", create_thread, methods=["POST"]),
+        Route(t, get_thread, methods=["GET"]),
+        Route(t, delete_thread, methods=["DELETE"]),
+        Route(f"{t}/messages", list_messages, methods=["GET"]),
+        Route(f"{t}/messages", send_message, methods=["POST"]),
+        Route(f"{t}/stop", stop_thread, methods=["POST"]),
+        Route(f"{t}/stream", thread_stream, methods=["GET"]),
+        WebSocketRoute(f"{t}/ws", thread_ws),
+        Route(f"{t}/files", list_files, methods=["GET"]),
+        Route(f"{t}/files/{{path:path}}", get_file, methods=["GET"]),
+        Route(f"{t}/files/{{path:path}}", put_file, methods=["PUT"]),
+        Route(f"{t}/logs", list_logs, methods=["GET"]),
+        Route(f"{p}/users/me", me, methods=["GET"]),
+        Route(f"{p}/users/me/stream", user_stream, methods=["GET"]),
+        WebSocketRoute(f"{p}/users/me/ws", user_ws),
+        Route(f"{p}/users/me/values", list_values, methods=["GET"]),
+        Route(f"{p}/users/me/values/{{key}}", get_value, methods=["GET"]),
+        Route(f"{p}/users/me/values/{{key}}", put_value, methods=["PUT"]),
+        Route(f"{p}/users/me/values/{{key}}", delete_value, methods=["DELETE"]),
+    ]

@@ -1,0 +1,137 @@
+"""The ASGI application: the REST API, live streams, the project's endpoints, the
+OpenAI-compatible door and the web chat, assembled on Starlette and served by uvicorn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.responses import FileResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..engine.runtime import Runtime
+from .api import api_routes
+from .endpoints import EndpointTable, dispatch_controller, dispatch_thread_endpoint
+from .errors import BodyLimitMiddleware, ErrorMiddleware, http_exception_handler
+from .openai_door import openai_routes
+from .state import ServerState
+from .users import UserHub
+
+__all__ = ["ENV_PREFIX", "create_app", "factory_from_env", "run_server"]
+
+UI_DIR = Path(__file__).resolve().parent.parent / "ui"
+#: environment variables an app factory reads (used for ``workers > 1`` and ``reload``)
+ENV_PREFIX = "STANDARDAGENTS_SERVER_"
+
+RuntimeSource = Runtime | Callable[[], Awaitable[Runtime]]
+
+
+def _ui_routes() -> list[BaseRoute]:
+    async def index(request: Any) -> Response:
+        return FileResponse(UI_DIR / "index.html", media_type="text/html")
+
+    return [Route("/", index, methods=["GET"]), Mount("/ui", app=StaticFiles(directory=UI_DIR), name="ui")]
+
+
+def _state(runtime: Runtime, prefix: str, dev: bool, max_body: int, builtins: list[BaseRoute]) -> ServerState:
+    state = ServerState(runtime=runtime, prefix=prefix, dev=dev, max_body=max_body, hub=UserHub(runtime),
+                        endpoints=EndpointTable(runtime.registry))
+    state.extra["builtins"] = builtins
+    return state
+
+
+def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = False, max_body: int = 1_000_000,
+               close_runtime: bool = True) -> Starlette:
+    """The server app for a runtime (or an async factory opening one at start-up).
+
+    The lifespan starts the effect scheduler and, at shutdown, stops it and closes the runtime
+    (unless ``close_runtime`` is false). Route collisions among the project's endpoints are
+    logged at start-up and listed on ``app.state.server.endpoints.collisions``.
+    """
+    from ..engine.effects import EffectScheduler
+
+    prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+    builtins = api_routes(prefix)
+    routes: list[BaseRoute] = [
+        *builtins,
+        Route(f"{prefix}/threads/{{thread_id}}/{{path:path}}", dispatch_thread_endpoint,
+              methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
+        *openai_routes(),
+        *_ui_routes(),
+        Route(f"{prefix}/{{path:path}}", dispatch_controller,
+              methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        rt = runtime if isinstance(runtime, Runtime) else await runtime()
+        if not hasattr(app.state, "server"):
+            app.state.server = _state(rt, prefix, dev, max_body, builtins)
+        scheduler = EffectScheduler(rt)
+        scheduler.start()
+        try:
+            yield
+        finally:
+            await scheduler.stop()
+            for task in list(app.state.server.extra.get("tasks", ())):
+                task.cancel()
+            if close_runtime:
+                await rt.aclose()
+
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(ErrorMiddleware), Middleware(BodyLimitMiddleware, max_body=max_body)],
+        exception_handlers={HTTPException: http_exception_handler},
+        lifespan=lifespan,
+    )
+    if isinstance(runtime, Runtime):
+        app.state.server = _state(runtime, prefix, dev, max_body, builtins)
+    return app
+
+
+def factory_from_env() -> Starlette:
+    """An app built from ``STANDARDAGENTS_SERVER_*`` variables (for uvicorn's ``--factory``)."""
+    project = os.environ.get(f"{ENV_PREFIX}PROJECT", ".")
+    database_url = os.environ.get(f"{ENV_PREFIX}DATABASE_URL") or None
+    dev = os.environ.get(f"{ENV_PREFIX}DEV", "") == "1"
+    prefix = os.environ.get(f"{ENV_PREFIX}PREFIX", "/api")
+
+    async def open_runtime() -> Runtime:
+        return await Runtime.open(project, database_url=database_url)
+
+    return create_app(open_runtime, prefix=prefix, dev=dev)
+
+
+def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
+               reload: bool = False, database_url: str | None = None, dev: bool = False,
+               prefix: str = "/api", log_level: str = "info") -> None:
+    """Serve a project with uvicorn until interrupted.
+
+    With several workers or reload, each process builds its own app from environment
+    variables (``factory_from_env``); otherwise the app is built here.
+    """
+    import uvicorn
+
+    if workers > 1 or reload:
+        os.environ[f"{ENV_PREFIX}PROJECT"] = str(Path(project).resolve())
+        os.environ[f"{ENV_PREFIX}DEV"] = "1" if dev else "0"
+        os.environ[f"{ENV_PREFIX}PREFIX"] = prefix
+        if database_url:
+            os.environ[f"{ENV_PREFIX}DATABASE_URL"] = database_url
+        uvicorn.run("standardagents.server.app:factory_from_env", factory=True, host=host, port=port,
+                    workers=workers if not reload else 1, reload=reload,
+                    reload_dirs=[str(Path(project).resolve())] if reload else None, log_level=log_level)
+        return
+
+    async def open_runtime() -> Runtime:
+        return await Runtime.open(project, database_url=database_url)
+
+    uvicorn.run(create_app(open_runtime, prefix=prefix, dev=dev), host=host, port=port, log_level=log_level)

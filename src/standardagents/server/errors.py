@@ -1,0 +1,169 @@
+"""JSON errors for every failure the server reports, and the two guards that keep a bad
+request or a crashing handler from ever reaching a client as a traceback.
+
+Every error body is ``{"error": {"code": ..., "message": ...}}`` so clients parse one shape.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..exceptions import DefinitionError, NotFoundError, StandardAgentsError
+
+__all__ = [
+    "ApiError",
+    "BodyLimitMiddleware",
+    "ErrorMiddleware",
+    "error_body",
+    "error_response",
+    "http_exception_handler",
+    "read_json",
+]
+
+log = logging.getLogger("standardagents.server")
+
+_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
+    415: "unsupported_media_type", 422: "invalid_request", 500: "internal_error",
+}
+
+
+class ApiError(HTTPException):
+    """An error answered as JSON with a status, a stable code and a message a user can act on."""
+
+    def __init__(self, status: int, message: str, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(status_code=status, detail=message, headers=headers)
+        self.code = code or _CODES.get(status, "error")
+        self.message = message
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def error_body(status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code or _CODES.get(status, "error"), "message": message}}
+
+
+def error_response(status: int, message: str, code: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, code), status_code=status, headers=headers)
+
+
+def _from_exception(exc: BaseException) -> tuple[int, str, str]:
+    if isinstance(exc, ApiError):
+        return exc.status_code, exc.code, exc.message
+    if isinstance(exc, HTTPException):
+        default = {404: "no such route", 405: "method not allowed for this route"}
+        detail = exc.detail if isinstance(exc.detail, str) and exc.detail not in ("Not Found", "Method Not Allowed") else None
+        return exc.status_code, _CODES.get(exc.status_code, "error"), detail or default.get(exc.status_code, "request failed")
+    if isinstance(exc, _BodyTooLarge):
+        return 413, "payload_too_large", str(exc)
+    if isinstance(exc, NotFoundError):
+        return 404, "not_found", str(exc)
+    if isinstance(exc, DefinitionError):
+        return 422, "invalid_request", str(exc)
+    if isinstance(exc, StandardAgentsError):
+        return 500, "runtime_error", str(exc)
+    return 500, "internal_error", "the server failed while handling this request; see the server log"
+
+
+async def http_exception_handler(request: Request, exc: Exception) -> Response:
+    status, code, message = _from_exception(exc)
+    headers = getattr(exc, "headers", None)
+    return error_response(status, message, code, headers=headers)
+
+
+class ErrorMiddleware:
+    """Turns any exception a route raises into a JSON error (logged, never sent as a traceback)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            status, code, message = _from_exception(exc)
+            if status >= 500:
+                log.exception("request %s %s failed", scope.get("method"), scope.get("path"))
+            if started:
+                return
+            response = error_response(status, message, code)
+            await response(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Refuses bodies over ``max_body`` bytes with 413, whether declared or streamed."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_body
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await error_response(400, "Content-Length is not a number")(scope, receive, send)
+                    return
+                if declared > limit:
+                    await error_response(413, f"the request body is {declared} bytes; the limit is {limit}")(scope, receive, send)
+                    return
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge(f"the request body exceeds the limit of {limit} bytes")
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+async def read_json(request: Request, *, required: bool = True) -> dict[str, Any]:
+    """The request's JSON object body; 415 for another media type, 400 when malformed,
+    422 when it is not an object. An empty body reads as ``{}`` unless ``required``."""
+    body = await request.body()
+    if not body.strip():
+        if required:
+            raise ApiError(400, "the request needs a JSON object body")
+        return {}
+    ctype = request.headers.get("content-type", "")
+    if ctype and "json" not in ctype.split(";")[0].strip().lower():
+        raise ApiError(415, f"send the body as application/json (got {ctype.split(';')[0]})")
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ApiError(422, "the body must be a JSON object")
+    return data

@@ -1,0 +1,137 @@
+"""An OpenAI-compatible door: ``POST /v1/chat/completions`` and ``GET /v1/models``, where
+the model is an agent's name, so any OpenAI client can talk to an agent.
+
+The last user message goes to a new thread, or to the thread named by the ``thread`` body
+field or the ``X-Thread-Id`` header; the thread's id comes back in the ``X-Thread-Id``
+response header and the ``thread`` field. The agent runs its own tools: the client sees
+the final text (streamed as chat-completion chunks with ``stream: true``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from ..records import new_id
+from .auth import authenticate, require_thread
+from .errors import ApiError, read_json
+from .state import server_of
+from .streams import turn_events
+
+__all__ = ["openai_routes"]
+
+
+def _text_of(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")]
+        return "".join(texts) if texts else None
+    return None
+
+
+async def list_models(request: Request) -> Response:
+    await authenticate(request)
+    rt = server_of(request).runtime
+    data = []
+    for entry in rt.registry.entries("agents"):
+        agent = await rt.registry.aget("agents", entry.name, entry.package)
+        if agent.primary:
+            data.append({"id": agent.name, "object": "model", "created": 0, "owned_by": entry.package or "project"})
+    data.sort(key=lambda m: m["id"])
+    return JSONResponse({"object": "list", "data": data})
+
+
+def _chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None, thread: str) -> bytes:
+    body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "thread": thread,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _finish(stop_reason: str | None, outcome: str | None) -> str:
+    if outcome == "error" or stop_reason == "error":
+        return "error"
+    if stop_reason in ("max_steps", "max_tokens", "length"):
+        return "length"
+    return "stop"
+
+
+async def chat_completions(request: Request) -> Response:
+    caller = await authenticate(request)
+    body = await read_json(request)
+    server = server_of(request)
+    rt = server.runtime
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(422, "field 'model' is required: the name of an agent (see GET /v1/models)")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(422, "field 'messages' must be a non-empty list")
+    user_text = None
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            user_text = _text_of(message.get("content"))
+            break
+    if user_text is None:
+        raise ApiError(422, "field 'messages' needs a user message with text content")
+    thread_id = body.get("thread") or request.headers.get("x-thread-id")
+    if thread_id is not None and not isinstance(thread_id, str):
+        raise ApiError(422, "field 'thread' must be a thread id string")
+    if thread_id:
+        thread = await require_thread(request, thread_id, caller)
+        if thread.agent != model:
+            raise ApiError(422, f"thread {thread_id!r} belongs to agent {thread.agent!r}, not {model!r}")
+    else:
+        if not rt.registry.has("agents", model):
+            raise ApiError(404, f"unknown model {model!r}: the model is an agent name (see GET /v1/models)",
+                           code="model_not_found")
+        thread = await rt.create_thread(model, user_id=caller.id, metadata={"source": "openai"})
+    cid = new_id("chatcmpl-")
+    created = int(time.time())
+    headers = {"X-Thread-Id": thread.id}
+    if body.get("stream"):
+        sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer)
+        task = await rt.start(thread.id, user_text)
+        from .api import _keep
+
+        _keep(request, task)
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield _chunk(cid, model, created, {"role": "assistant", "content": ""}, None, thread.id)
+            finish = "stop"
+            async for event in turn_events(sub, task, rt, thread.id):
+                if event.type == "message_chunk" and event.data.get("delta"):
+                    yield _chunk(cid, model, created, {"content": event.data["delta"]}, None, thread.id)
+                elif event.type == "done":
+                    finish = _finish(event.data.get("stopReason"), event.data.get("outcome"))
+            yield _chunk(cid, model, created, {}, finish, thread.id)
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream",
+                                 headers={**headers, "Cache-Control": "no-cache"})
+    result = await rt.send(thread.id, user_text)
+    if result.outcome == "error" and result.text is None:
+        raise ApiError(502, f"the agent failed: {result.error}", code="agent_error")
+    usage = result.usage or {}
+    prompt_tokens = int(usage.get("prompt_tokens", 0))
+    completion_tokens = int(usage.get("completion_tokens", 0))
+    return JSONResponse({
+        "id": cid, "object": "chat.completion", "created": created, "model": model, "thread": thread.id,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text or ""},
+                     "finish_reason": _finish(result.stop_reason, result.outcome)}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": int(usage.get("total_tokens", prompt_tokens + completion_tokens))},
+    }, headers=headers)
+
+
+def openai_routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    ]

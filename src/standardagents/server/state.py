@@ -1,0 +1,37 @@
+"""The server's shared state, kept on ``app.state.server`` so every route reaches the runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import HTTPConnection
+
+from ..store.base import UserRecord
+
+if TYPE_CHECKING:
+    from ..engine.runtime import Runtime
+    from .endpoints import EndpointTable
+    from .users import UserHub
+
+__all__ = ["ServerState", "server_of"]
+
+
+@dataclass
+class ServerState:
+    """What routes share: the runtime, the mount prefix, dev mode and the live user hub."""
+
+    runtime: Runtime
+    prefix: str
+    dev: bool
+    max_body: int
+    hub: UserHub
+    endpoints: EndpointTable
+    local_user: UserRecord | None = None
+    stream_buffer: int = 1000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def server_of(conn: HTTPConnection) -> ServerState:
+    state: ServerState = conn.app.state.server
+    return state

@@ -1,0 +1,234 @@
+"""Live event streams: a thread's events over SSE or WebSocket, and a user's own stream.
+
+Each client gets a bounded subscription, so a slow reader is told it ``lagged`` while the
+engine never waits. Reasoning chunks are sent only to clients asking for them with the
+``includeReasoning`` query parameter (the spec's ``THREAD_STREAM_REASONING_PARAM``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response, StreamingResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from ..events import Event, Subscription
+from .auth import authenticate, require_thread
+from .errors import ApiError
+from .state import server_of
+
+__all__ = [
+    "KEEPALIVE_SECONDS",
+    "THREAD_STREAM_REASONING_PARAM",
+    "sse_encode",
+    "sse_response",
+    "thread_stream",
+    "thread_ws",
+    "turn_events",
+    "user_stream",
+    "user_ws",
+    "wants_reasoning",
+]
+
+#: the query parameter a client sets to receive reasoning chunks
+THREAD_STREAM_REASONING_PARAM = "includeReasoning"
+_REASONING_ALIASES = (THREAD_STREAM_REASONING_PARAM, "include_reasoning", "reasoning")
+KEEPALIVE_SECONDS = 15.0
+_TRUE = {"1", "true", "yes", "on", ""}
+
+
+def wants_reasoning(conn: HTTPConnection) -> bool:
+    for name in _REASONING_ALIASES:
+        if name in conn.query_params:
+            return conn.query_params[name].strip().lower() in _TRUE
+    return False
+
+
+def sse_encode(event: Event) -> bytes:
+    """One event as an SSE frame: ``id``, ``event`` (its type) and the JSON wire shape."""
+    payload = json.dumps(event.to_dict(), separators=(",", ":"), default=str)
+    return f"id: {event.id}\nevent: {event.type}\ndata: {payload}\n\n".encode()
+
+
+def sse_response(frames: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> Response:
+    base = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    base.update(headers or {})
+    return StreamingResponse(frames, media_type="text/event-stream", headers=base)
+
+
+async def _events(sub: Subscription, *, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[Event | None]:
+    """Events of a subscription; ``None`` when nothing happened for ``keepalive`` seconds."""
+    try:
+        while True:
+            try:
+                yield await asyncio.wait_for(sub.queue.get(), keepalive)
+            except TimeoutError:
+                yield None
+    finally:
+        sub.close()
+
+
+async def _sse_frames(sub: Subscription, first: bytes | None = None) -> AsyncIterator[bytes]:
+    if first is not None:
+        yield first
+    async for event in _events(sub):
+        yield b": keepalive\n\n" if event is None else sse_encode(event)
+
+
+def _hello(thread_id: str, reasoning: bool) -> Event:
+    return Event("connected", thread_id, {"threadId": thread_id, "reasoning": reasoning})
+
+
+async def thread_stream(request: Request) -> Response:
+    """``GET {prefix}/threads/{id}/stream``: every event of the thread from now on, as SSE."""
+    caller = await authenticate(request, allow_query=True)
+    thread_id = request.path_params["thread_id"]
+    await require_thread(request, thread_id, caller)
+    server = server_of(request)
+    reasoning = wants_reasoning(request)
+    sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
+    return sse_response(_sse_frames(sub, sse_encode(_hello(thread_id, reasoning))))
+
+
+async def _ws_pump(websocket: WebSocket, source: AsyncIterator[Event | None]) -> None:
+    """Send events until the client goes away; the client's messages are read and ignored
+    (except ``{"type": "ping"}``, answered with a pong)."""
+
+    async def reader() -> None:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text and '"ping"' in text:
+                await websocket.send_json({"type": "pong"})
+
+    read_task = asyncio.create_task(reader())
+    try:
+        async for event in source:
+            if read_task.done():
+                break
+            if event is None:
+                continue
+            try:
+                await websocket.send_text(json.dumps(event.to_dict(), separators=(",", ":"), default=str))
+            except (WebSocketDisconnect, RuntimeError):
+                break
+    finally:
+        read_task.cancel()
+        with contextlib.suppress(BaseException):
+            await read_task
+        with contextlib.suppress(BaseException):
+            await source.aclose()  # type: ignore[attr-defined]
+        if websocket.application_state == WebSocketState.CONNECTED:
+            with contextlib.suppress(BaseException):
+                await websocket.close()
+
+
+async def _events_or_disconnect(websocket: WebSocket, sub: Subscription) -> AsyncIterator[Event | None]:
+    async for event in _events(sub, keepalive=1.0):
+        yield event
+
+
+async def _ws_refuse(websocket: WebSocket, exc: ApiError) -> None:
+    # Close codes 4000 + HTTP status tell a browser client why it was refused.
+    await websocket.close(code=4000 + exc.status_code, reason=exc.message[:120])
+
+
+async def thread_ws(websocket: WebSocket) -> None:
+    """``{prefix}/threads/{id}/ws``: the same events as the SSE stream, one JSON text frame each."""
+    thread_id = websocket.path_params["thread_id"]
+    try:
+        caller = await authenticate(websocket, allow_query=True)
+        await require_thread(websocket, thread_id, caller)
+    except ApiError as exc:
+        await _ws_refuse(websocket, exc)
+        return
+    server = server_of(websocket)
+    reasoning = wants_reasoning(websocket)
+    sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
+    await websocket.accept()
+    await websocket.send_text(json.dumps(_hello(thread_id, reasoning).to_dict()))
+    await _ws_pump(websocket, _events_or_disconnect(websocket, sub))
+
+
+async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str) -> AsyncIterator[Event]:
+    """The events of one execution (the one ``task`` runs), ending after its ``done``.
+
+    The subscription must have been opened before the execution started so nothing is missed.
+    Events of an execution queued ahead of it pass through too: a client sees the thread as is.
+    """
+    mine: str | None = None
+    try:
+        while True:
+            getter = asyncio.ensure_future(sub.queue.get())
+            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter not in done:
+                getter.cancel()
+                with contextlib.suppress(BaseException):
+                    await getter
+                while not sub.queue.empty():
+                    event = sub.queue.get_nowait()
+                    yield event
+                    if event.type == "done" and (mine is None or event.data.get("executionId") == mine):
+                        return
+                return
+            event = getter.result()
+            if event.type == "execution_started" and mine is None and runtime._running.get(thread_id) is task:
+                mine = event.data.get("executionId")
+            yield event
+            if event.type == "done" and mine is not None and event.data.get("executionId") == mine:
+                return
+    finally:
+        sub.close()
+
+
+async def _user_frames(websocket_or_request: HTTPConnection, transport: str) -> tuple[Any, Any, Any]:
+    server = server_of(websocket_or_request)
+    caller = await authenticate(websocket_or_request, allow_query=True)
+    client = await server.hub.attach(caller, transport, websocket_or_request.headers.get("user-agent"))
+    return server, caller, client
+
+
+async def _client_events(client: Any) -> AsyncIterator[Event | None]:
+    while True:
+        try:
+            yield await asyncio.wait_for(client.queue.get(), KEEPALIVE_SECONDS)
+        except TimeoutError:
+            yield None
+
+
+async def user_stream(request: Request) -> Response:
+    """``GET {prefix}/users/me/stream``: the caller's own events (value changes, custom
+    events), as SSE; attaching and detaching run the user hooks."""
+    server, caller, client = await _user_frames(request, "sse")
+
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            yield sse_encode(Event("connected", "", {"client": client.to_dict()}))
+            async for event in _client_events(client):
+                yield b": keepalive\n\n" if event is None else sse_encode(event)
+        finally:
+            await server.hub.detach(caller, client)
+
+    return sse_response(frames())
+
+
+async def user_ws(websocket: WebSocket) -> None:
+    """``{prefix}/users/me/ws``: the user stream over a WebSocket."""
+    try:
+        server, caller, client = await _user_frames(websocket, "websocket")
+    except ApiError as exc:
+        await _ws_refuse(websocket, exc)
+        return
+    try:
+        await websocket.accept()
+        await websocket.send_text(json.dumps(Event("connected", "", {"client": client.to_dict()}).to_dict()))
+        await _ws_pump(websocket, _client_events(client))
+    finally:
+        await server.hub.detach(caller, client)
