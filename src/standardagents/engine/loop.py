@@ -87,6 +87,8 @@ class Execution:
         self._partial: Message | None = None
         self._partial_text: list[str] = []
         self._retry_budget: dict[str, int] = {}
+        self._llm_state: dict[str, tuple[int, int, list[dict[str, Any]]]] = {}
+        self._final_saved = False
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -115,22 +117,31 @@ class Execution:
             ex.outcome = "error"
             await self._record_error(error, "internal_error")
         ex.stopped = True
-        self.record.status = stop_reason
-        self.record.stop_reason = stop_reason
-        self.record.stopped_by = ex.stopped_by
-        self.record.error = error
-        self.record.step_count = ex.step_count
-        self.record.updated_at = now_ms()
-        self.record.state = self._durable_state()
-        try:
-            await asyncio.shield(self.rt.store.save_execution(self.record))
-        except Exception:
-            log.exception("could not save the end of execution %s", self.record.id)
+        if not (self._final_saved and stop_reason == "complete"):
+            self._finish_record(stop_reason, error)
+            try:
+                await asyncio.shield(self.rt.store.save_execution(self.record))
+            except Exception:
+                log.exception("could not save the end of execution %s", self.record.id)
         result = ExecutionResult(self.thread_id, self.record.id, stop_reason, ex.outcome or stop_reason,
                                  self.last_text, error, ex.stopped_by, self.value, self.payload, self.created, self.usage)
         self.bus.emit("done", self.thread_id, {"stopReason": stop_reason, "executionId": self.record.id,
                                                "outcome": result.outcome, "error": error, "stoppedBy": ex.stopped_by})
         return result
+
+    def _finish_record(self, stop_reason: str, error: str | None, outcome: str | None = None) -> ExecutionRecord:
+        ex = self.ex
+        record = self.record
+        record.status = stop_reason
+        record.stop_reason = stop_reason
+        record.stopped_by = ex.stopped_by
+        record.error = error
+        record.step_count = ex.step_count
+        record.updated_at = now_ms()
+        record.state = self._durable_state()
+        if outcome is not None:
+            record.state["outcome"] = outcome
+        return record
 
     def _durable_state(self) -> dict[str, Any]:
         ex = self.ex
@@ -203,7 +214,8 @@ class Execution:
             ex.side_steps[side] += 1
             if ex.queued_tools:
                 await self._run_queued(side, setup)
-            reply = await self._model_step(side, setup)
+            ends_turn = cfg.stop_on_response and not self.dual
+            reply = await self._model_step(side, setup, ends_turn)
             if not reply.tool_calls:
                 if cfg.stop_on_response or self.dual:
                     ex.outcome = ex.outcome or "response"
@@ -238,7 +250,7 @@ class Execution:
         return False
 
     # one model step ------------------------------------------------------------------------
-    async def _model_step(self, side: Literal["a", "b"], setup: SideSetup) -> Message:
+    async def _model_step(self, side: Literal["a", "b"], setup: SideSetup, ends_turn: bool = False) -> Message:
         ex = self.ex
         request = await self._assemble(side, setup)
         msg_id = new_id("msg_")
@@ -262,7 +274,13 @@ class Execution:
             for k, v in u.items():
                 self.usage[k] = self.usage.get(k, 0) + v
             self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count})
-        stored = await self.rt.create_messages(self.state, [reply], execution=self.record)
+        final = None
+        if ends_turn and not reply.tool_calls:
+            # The turn ends with this reply: record the execution's end in the same commit.
+            final = self._finish_record("complete", None, outcome="response")
+        stored = await self.rt.create_messages(self.state, [reply], execution=final)
+        if final is not None:
+            self._final_saved = True
         reply = stored[0]
         if text:
             self.last_text = text
@@ -282,9 +300,9 @@ class Execution:
             snapshot = [m for m in history if not m.hidden]
             filtered = await hooks.transform("filter_messages", state, snapshot)
             msgs = [m if isinstance(m, Message) else Message.from_dict(m) for m in filtered]
+            llm = self.rt.llm_cache.convert(msgs, side, self.dual)
         else:
-            msgs = history
-        llm = self.rt.llm_cache.convert(msgs, side, self.dual)
+            llm = self._converted(history, side)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         messages.extend(llm)
         if self.dual and (not llm or llm[-1]["role"] == "assistant"):
@@ -298,6 +316,21 @@ class Execution:
                             temperature=setup.prompt.temperature if setup.prompt.temperature is not None else model.temperature,
                             top_p=model.top_p, extra_body=model.extra_body, timeout=model.timeout,
                             metadata={"threadId": self.thread_id, "agent": self.agent.name})
+
+    def _converted(self, history: list[Message], side: str) -> list[dict[str, Any]]:
+        """Model messages for the live history, converting only what was appended since
+        the last step (the history is append-only unless ``history_version`` moved)."""
+        cached = self._llm_state.get(side)
+        version = self.ex.history_version
+        if cached is None or cached[0] != version or cached[1] > len(history):
+            llm = self.rt.llm_cache.convert(history, side, self.dual)
+            self._llm_state[side] = (version, len(history), llm)
+            return llm
+        llm = cached[2]
+        if cached[1] < len(history):
+            llm.extend(self.rt.llm_cache.convert(history[cached[1]:], side, self.dual))
+            self._llm_state[side] = (version, len(history), llm)
+        return llm
 
     async def _call_model(self, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
         """Call the side's model, then each fallback on a retriable error."""
@@ -404,7 +437,7 @@ class Execution:
             outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls]
         else:
             outcomes = list(await asyncio.gather(*(run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls)))
-        await self.rt.store_tool_outcomes(self.state, outcomes, side if self.dual else None, hooks, execution=self.record)
+        await self.rt.store_tool_outcomes(self.state, outcomes, side if self.dual else None, hooks)
         return outcomes
 
     async def _run_queued(self, side: Literal["a", "b"], setup: SideSetup) -> None:

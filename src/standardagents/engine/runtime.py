@@ -67,6 +67,8 @@ class Runtime:
         self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._executions: dict[str, Execution] = {}
         self._closed = False
+        #: threads created here that have no messages yet (their history need not be read)
+        self._fresh: set[str] = set()
 
     # construction --------------------------------------------------------------------------
     @classmethod
@@ -251,9 +253,13 @@ class Runtime:
         thread = await self.store.create_thread(thread)
         self.bus.emit("thread_created", thread.id, {"thread": thread.to_dict()})
         state = ThreadState(self, thread, definition, package)
-        hooks = await self.hook_set(definition, await self._prompt_for(definition, "a", package), package)
+        hooks = (await self.side_setup(definition, "a", package)).hooks
         state._hooks = hooks
-        await hooks.notify("after_thread_created", state)
+        if hooks.has("after_thread_created"):
+            await hooks.notify("after_thread_created", state)
+        if len(self._fresh) > 10_000:
+            self._fresh.clear()
+        self._fresh.add(thread.id)
         return thread
 
     async def _prompt_for(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> PromptDefinition | None:
@@ -341,6 +347,7 @@ class Runtime:
             for i, m in enumerate(ex.message_history):
                 if m.id == message_id:
                     ex.message_history[i] = message
+                    ex.history_version += 1
                     break
         if not message.silent:
             self.bus.emit("message_updated", state.thread_id, {"message": message.to_dict()})
@@ -482,16 +489,21 @@ class Runtime:
             self._running[thread.id] = task
             self._executions[thread.id] = execution
             try:
-                ex.message_history = await self.store.list_messages(thread.id)
-                await self.store.save_execution(record)
-                self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
-                if any(m.role == "assistant" and m.tool_calls for m in ex.message_history[-50:]):
+                if thread.id in self._fresh:
+                    self._fresh.discard(thread.id)
+                    ex.message_history = []
+                else:
+                    ex.message_history = await self.store.list_messages(thread.id)
+                if _has_unanswered_calls(ex.message_history):
                     await self.repair_transcript(state)
                 if message is not None:
                     setup = await self.side_setup(agent, start_side, thread.package)
                     state._hooks = setup.hooks
                     await self.create_messages(state, [message], execution=record, hooks=setup.hooks)
                     state._hooks = None
+                else:
+                    await self.store.save_execution(record)
+                self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
             except asyncio.CancelledError:
                 self._running.pop(thread.id, None)
                 self._executions.pop(thread.id, None)
@@ -542,6 +554,17 @@ class Runtime:
                 await rt.aclose()
 
         return asyncio.run(main())
+
+
+def _has_unanswered_calls(history: list[Message]) -> bool:
+    """Whether some tool call in the history has no result (after a crash or a cancel)."""
+    pending: set[str] = set()
+    for m in history:
+        if m.role == "assistant" and m.tool_calls:
+            pending.update(c.id for c in m.tool_calls)
+        elif m.role == "tool" and m.tool_call_id:
+            pending.discard(m.tool_call_id)
+    return bool(pending)
 
 
 def _without(hooks: HookSet, name: str) -> HookSet:

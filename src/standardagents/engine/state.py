@@ -29,6 +29,8 @@ class ExecutionState:
     stop_reason: str | None = None
     outcome: str | None = None
     message_history: list[Message] = field(default_factory=list)
+    #: bumped when a message of the history is replaced (not appended), to drop derived caches
+    history_version: int = 0
     forced_side: Literal["a", "b"] | None = None
     queued_tools: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     status: str | None = None
