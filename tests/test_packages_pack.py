@@ -175,7 +175,7 @@ def test_unpack_refuses_to_overwrite_different_files(quickstart: Path, tmp_path:
     host = tmp_path / "host"
     (host / "agents/tools").mkdir(parents=True)
     (host / "agents/tools/calculate.py").write_text("# mine\n", encoding="utf-8")
-    with pytest.raises(ProjectError, match="agents/tools/calculate.py: already exists"):
+    with pytest.raises(ProjectError, match=r"agents/tools/calculate\.py: already exists"):
         unpack(target, into=host)
     assert (host / "agents/tools/calculate.py").read_text(encoding="utf-8") == "# mine\n"
     assert not (host / "agents/agents").exists()
