@@ -235,3 +235,23 @@ def test_subprocess_run_of_a_broken_document_prints_every_problem(tmp_path: Path
     for where in ("spec", "prompt", "requires[0]"):
         assert f"{doc}: {where}: " in done.stderr, where
     assert done.stdout == ""
+
+
+def test_import_never_writes_bundled_server_secrets(runner: CliRunner, tmp_path: Path) -> None:
+    server = {"slug": "mem", "command": "mem-server", "env": {"TOKEN": "t0k"}, "headers": {"A": "b"}}
+    doc = write(tmp_path / "doc.json", {**document(), "bundle": {"mcpServers": [server]}})
+    result = runner.invoke(app, ["import", str(doc), "--into", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    source = (tmp_path / "agents/agents/code_reviewer.py").read_text(encoding="utf-8")
+    assert "t0k" not in source
+    assert "'mem-server'" in source
+    assert "env and headers were not written" in result.stderr
+
+
+def test_import_refuses_a_document_with_nan(runner: CliRunner, tmp_path: Path) -> None:
+    doc = tmp_path / "doc.json"
+    doc.write_text(json.dumps(document()).replace('"blue"', "NaN"), encoding="utf-8")
+    result = runner.invoke(app, ["import", str(doc), "--into", str(tmp_path / "proj")])
+    assert result.exit_code == 1
+    assert "NaN" in result.stderr
+    assert not (tmp_path / "proj").exists()

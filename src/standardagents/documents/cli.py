@@ -140,6 +140,10 @@ def import_command(
         model_fields=translation.model_fields, agent=translation.agent, prompt=translation.prompt,
         model=translation.model, extras=extras, notes=translation.notes,
     )
+    try:
+        ast.literal_eval(_value(extras, 0))
+    except ValueError:
+        raise _fail([(str(doc), "holds a number (NaN or Infinity) that JSON does not allow")]) from None
     files = project_files(translation)
     existing = [path for path in files if (into / path).exists()]
     if existing and not force:
