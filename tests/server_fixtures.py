@@ -5,7 +5,6 @@ server on a free 127.0.0.1 port for the streaming and end-to-end tests.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import textwrap
 import threading
@@ -87,6 +86,10 @@ FILES: dict[str, str] = {
         async def on_value(user, key):
             if key != "changed":
                 await user.set_value("changed", key)
+    """,
+    "agents/models/default.py": """
+        from standardagents import define_model
+        default = define_model(name="default", provider="test", model="offline")
     """,
     "agents/api/health.get.py": """
         from standardagents import define_controller
@@ -275,13 +278,3 @@ def serve_app(project: Path, database_url: str, *, dev: bool = False) -> Iterato
 @pytest.fixture
 def live_server(project_dir: Path, tmp_path: Path) -> Iterator[LiveServer]:
     yield from serve_app(project_dir, f"sqlite+aiosqlite:///{tmp_path / 'live.db'}")
-
-
-async def wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    """Poll an async predicate until true (for state another process or thread changes)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not await predicate():
-        if loop.time() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)

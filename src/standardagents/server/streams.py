@@ -136,7 +136,8 @@ async def _events_or_disconnect(websocket: WebSocket, sub: Subscription) -> Asyn
 
 
 async def _ws_refuse(websocket: WebSocket, exc: ApiError) -> None:
-    # Close codes 4000 + HTTP status tell a browser client why it was refused.
+    # Accept, then close with 4000 + the HTTP status: a browser client can read why it was refused.
+    await websocket.accept()
     await websocket.close(code=4000 + exc.status_code, reason=exc.message[:120])
 
 

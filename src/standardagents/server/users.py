@@ -24,7 +24,7 @@ __all__ = ["UserClient", "UserHub", "UserState"]
 log = logging.getLogger("standardagents.server.users")
 
 
-@dataclass
+@dataclass(eq=False)
 class UserClient:
     """One live connection of a user (the spec's ``UserClientInfo``)."""
 
