@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -51,11 +51,17 @@ def calc_children() -> list[int]:
 
 
 @pytest.fixture
-async def pool(tmp_path: Path) -> AsyncIterator[MCPPool]:
-    with open(tmp_path / "server-stderr.log", "w") as errlog:
-        pool = MCPPool(errlog=errlog)
-        yield pool
-        await pool.aclose()
+def errlog(tmp_path: Path) -> Iterator[TextIO]:
+    """Where the stdio servers' stderr goes (a real file: the subprocess needs a descriptor)."""
+    with (tmp_path / "server-stderr.log").open("w") as handle:
+        yield handle
+
+
+@pytest.fixture
+async def pool(errlog: TextIO) -> AsyncIterator[MCPPool]:
+    pool = MCPPool(errlog=errlog)
+    yield pool
+    await pool.aclose()
 
 
 @pytest.fixture(scope="module")
@@ -225,5 +231,5 @@ async def test_resolve_names_a_whole_server_or_one_tool(pool: MCPPool) -> None:
 
 
 async def test_resolve_unknown_server_tool_lists_what_the_server_offers(pool: MCPPool) -> None:
-    with pytest.raises(NotFoundError, match="offers: .*add"):
+    with pytest.raises(NotFoundError, match=r"offers: .*add"):
         await resolve_tool_name("mcp:calc/nope", registry=None, pool=pool, plugins=PluginRegistry(), servers=[calc_stdio()])
