@@ -262,3 +262,17 @@ async def test_the_packed_agent_runs_with_its_own_internals_beside_the_host(host
     tool_outputs = {m.name: m.content for m in messages if m.role == "tool"}
     assert result.outcome == "response"
     assert tool_outputs["calculate"] == "2 + 2 = 4"
+
+
+def test_registering_the_same_packages_again_changes_nothing(host: Path) -> None:
+    registry = load_project_with_packages(host, installed=False)
+    before = {(e.package, e.name) for e in registry.all_entries("tools")}
+    assert load_packages_into(registry, host, installed=False) == []
+    assert {(e.package, e.name) for e in registry.all_entries("tools")} == before
+
+
+def test_another_package_with_a_taken_id_is_a_problem(host: Path, tmp_path: Path) -> None:
+    registry = load_project_with_packages(host, installed=False)
+    pack_project(copy_quickstart(tmp_path / "qs2"), "assistant", out_dir=tmp_path / "elsewhere")
+    problems = register_packages(registry, [load_package_dir(tmp_path / "elsewhere" / QS)])
+    assert [p.message for p in problems] == ["is found twice; the first one found is used"]

@@ -296,7 +296,10 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
         pid = info.package_id
         where = f"package {pid}"
         if pid in registry.packages:
-            problems.append(Problem(where, "is found twice; the first one found is used"))
+            known = registry.packages[pid]
+            same = (getattr(known, "source", None), getattr(known, "location", None), getattr(known, "dist_name", None))
+            if same != (info.source, info.location, info.dist_name):
+                problems.append(Problem(where, "is found twice; the first one found is used"))
             continue
         registry.packages[pid] = info
         for kind in EXPORT_KINDS:
