@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
 from standardagents import Runtime
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from standardagents import Runtime
 from standardagents.server import create_app
