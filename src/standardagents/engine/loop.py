@@ -26,6 +26,7 @@ from ..providers.base import (
     ToolCallDelta,
 )
 from ..records import ExecutionRecord, Message, ToolCall, ToolResult, new_id, now_ms
+from ..toolcalls import FenceSplitter, is_grammar_error, recover_tool_calls, strip_thinking
 from .state import ExecutionState, ThreadState
 from .tools import ToolOutcome, run_tool_call
 
@@ -222,8 +223,22 @@ class Execution:
                     return
                 continue
             outcomes = await self._run_tools(side, reply, setup)
-            if self._check_stops(side, cfg, setup, outcomes):
+            self._charge_budget(outcomes, setup)
+            if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
                 return
+
+    def _charge_budget(self, outcomes: list[ToolOutcome], setup: SideSetup) -> None:
+        """Unreadable arguments cost the tool one retry; past the budget the turn ends."""
+        budget = setup.prompt.max_tool_retries
+        for out in outcomes:
+            if not out.bad_arguments:
+                continue
+            used = self._retry_budget.get(out.call.name, 0) + 1
+            self._retry_budget[out.call.name] = used
+            if used > budget:
+                raise StandardAgentsError(
+                    f"the model sent unusable arguments for tool {out.call.name!r} {used} times "
+                    f"(budget {budget}); last problem: {out.result.error}")
 
     def _check_stops(self, side: Literal["a", "b"], cfg: SideConfig, setup: SideSetup, outcomes: list[ToolOutcome]) -> bool:
         ex = self.ex
@@ -261,6 +276,18 @@ class Execution:
         response = await self._call_model(request, setup, reply)
         self._partial = None
         text = response.text or None
+        if text and ("<" in text):
+            visible, thought = strip_thinking(text)
+            if thought:
+                response.reasoning = "\n".join(p for p in (response.reasoning, thought) if p)
+                text = visible or None
+        if text and not response.tool_calls and setup.toolbox.tools:
+            recovered, remaining = recover_tool_calls(text, setup.toolbox.tools.keys())
+            if recovered:
+                response.tool_calls = [ToolCall(new_id("call_"), c.name, json.dumps(c.arguments)) for c in recovered]
+                text = remaining.strip() or None
+                reply.metadata["recoveredCalls"] = len(recovered)
+                await self._started_from_response(response, setup)
         reply.content = text
         reply.reasoning = response.reasoning
         reply.tool_calls = list(response.tool_calls) or None
@@ -341,11 +368,7 @@ class Execution:
                 request.model = model.model
             provider = self.rt.provider_for(model)
             try:
-                if model.stream:
-                    return await self._stream(provider, request, setup, reply)
-                response = await provider.request(request)
-                await self._started_from_response(response, setup)
-                return response
+                return await self._call_one(provider, model, request, setup, reply)
             except ProviderError as exc:
                 last = exc
                 if not exc.retriable or not exc.before_first_token or i == len(chain) - 1:
@@ -353,6 +376,33 @@ class Execution:
                 log.warning("model %s failed (%s); trying fallback %s", model.name, exc, chain[i + 1].name)
         assert last is not None
         raise last
+
+    async def _call_one(self, provider: Any, model: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
+        """One model, with tool schemas adapted to what this endpoint accepts.
+
+        A refusal of the tools' schema latches a looser level for (endpoint, model) and the
+        request is sent again; later requests go out at the latched level at once."""
+        latches = self.rt.capabilities
+        endpoint = model.base_url or model.provider
+        offered = request.tools
+        while True:
+            level = latches.level_for(endpoint, model.model) if offered else None
+            request.tools = setup.tools_at(level) if offered else offered
+            if level == "no_tools":
+                request.tool_choice = None
+            try:
+                if model.stream:
+                    return await self._stream(provider, request, setup, reply)
+                response = await provider.request(request)
+                await self._started_from_response(response, setup)
+                return response
+            except ProviderError as exc:
+                if not offered or not exc.before_first_token or not is_grammar_error(exc):
+                    raise
+                if latches.escalate(endpoint, model.model) is None:
+                    raise
+                log.warning("%s refused the tool schemas of %s (%s); retrying with %s tools", endpoint, model.model,
+                            exc, latches.level_for(endpoint, model.model))
 
     async def _started_from_response(self, response: ModelResponse, setup: SideSetup) -> None:
         for call in response.tool_calls:
@@ -378,17 +428,29 @@ class Execution:
         self._partial_text = text_parts
         calls: dict[int, dict[str, Any]] = {}
         listening = bus.has_subscribers(tid)
+        splitter = FenceSplitter()
         async for delta in provider.stream(request):
             if type(delta) is TextDelta:
-                text_parts.append(delta.text)
-                if listening:
-                    bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": delta.text, "side": side})
+                for kind, piece in splitter.feed(delta.text):
+                    if kind == "text":
+                        text_parts.append(piece)
+                        if listening:
+                            bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
+                    elif listening:
+                        bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
             elif type(delta) is ToolCallDelta:
                 await self._on_call_delta(delta, calls, setup)
             elif type(delta) is ReasoningDelta:
                 if listening:
                     bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": delta.text, "side": side})
             elif type(delta) is StreamEnd:
+                for kind, piece in splitter.flush():
+                    if kind == "text":
+                        text_parts.append(piece)
+                        if listening:
+                            bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
+                    elif listening:
+                        bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
                 response = delta.response
                 for i, call in enumerate(response.tool_calls):
                     slot = calls.get(i)

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from ..providers.base import ModelProvider
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolCall, ToolResult, new_id, now_ms
 from ..registry import Registry
 from ..store.base import Store
+from ..toolcalls import CapabilityLatches, prepare_tools
 from .context import LLMCache, prompt_is_static, render_prompt
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
@@ -46,10 +47,22 @@ class SideSetup:
     hooks: HookSet
     namespace: str | None
     static_system: str | None
+    _by_level: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def tools_at(self, level: str | None) -> list[dict[str, Any]]:
+        """The offered tools adapted to a compatibility level (computed once per level)."""
+        tools = self._by_level.get(level)
+        if tools is None:
+            tools = self.toolbox.offered if level is None else prepare_tools(self.toolbox.offered, level)  # type: ignore[arg-type]
+            self._by_level[level] = tools
+        return tools
 
 
 class Runtime:
     """Runs a project's agents against a store. Use ``await Runtime.open(path)``."""
+
+    #: how deep subagents may nest (a parent's direct child is at depth 1)
+    max_subagent_depth: int = 5
 
     def __init__(self, registry: Registry, store: Store, *, bus: EventBus | None = None,
                  model_override: str | ModelDefinition | None = None, default_max_steps: int = 50,
@@ -61,6 +74,9 @@ class Runtime:
         self.default_max_steps = default_max_steps
         self.tool_timeout = tool_timeout
         self.llm_cache = LLMCache()
+        #: which (endpoint, model) refused tool schemas, kept across restarts beside the store
+        self.capabilities = CapabilityLatches()
+        self._capabilities_file: Path | None = None
         self._setups: dict[tuple[str, str, str | None], SideSetup] = {}
         self._providers: dict[str, ModelProvider] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -87,7 +103,12 @@ class Runtime:
             root = registry.root if registry.root is not None else Path.cwd()
             store = open_store(database_url, project_dir=Path(root))
         await store.open()
-        return cls(registry, store, **options)
+        runtime = cls(registry, store, **options)
+        if registry.root is not None:
+            runtime._capabilities_file = Path(registry.root) / ".standardagents" / "capabilities.json"
+            if runtime._capabilities_file.is_file():
+                runtime.capabilities.import_capabilities(runtime._capabilities_file.read_text())
+        return runtime
 
     async def aclose(self) -> None:
         """Cancel running executions, close providers and the store."""
@@ -101,6 +122,12 @@ class Runtime:
                 await task
             except BaseException:
                 pass
+        if self._capabilities_file is not None:
+            try:
+                self._capabilities_file.parent.mkdir(parents=True, exist_ok=True)
+                self._capabilities_file.write_text(self.capabilities.export_capabilities())
+            except OSError:
+                log.warning("could not save the capability latches to %s", self._capabilities_file)
         for provider in self._providers.values():
             try:
                 await provider.aclose()

@@ -10,6 +10,7 @@ from ..records import LogRecord, Message, ThreadRecord, ToolResult
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
+    from ..store.records import SubagentRecord
     from .runtime import Runtime
 
 __all__ = ["ExecutionState", "ThreadState"]
@@ -175,6 +176,18 @@ class ThreadState:
     async def schedule_effect(self, name: str, args: dict[str, Any] | None = None, *, delay: float = 0.0) -> str:
         """Persist an effect to run ``delay`` seconds from now; returns its id."""
         return await self.runtime.schedule_effect(self, name, dict(args or {}), delay=delay)
+
+    # subagents ----------------------------------------------------------------------------
+    async def list_subagents(self) -> list[SubagentRecord]:
+        """This thread's subagent runs, oldest first: child thread id, status and result."""
+        return await self.runtime.store.list_subagents(self.thread.id)
+
+    async def get_subagent(self, subagent_id: str) -> SubagentRecord | None:
+        """One of this thread's subagent runs, by its id or its child thread's id."""
+        for link in await self.runtime.store.list_subagents(self.thread.id):
+            if subagent_id in (link.id, link.child_thread_id):
+                return link
+        return None
 
     # spec-style aliases --------------------------------------------------------------------
     @property

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 from ..definitions import ToolDefinition, define_tool
 from ..exceptions import ModelRetry
 from ..records import ToolCall, ToolResult
+from ..toolcalls import parse_tool_arguments
 from .context import dumps
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ class ToolOutcome:
     repaired: bool = False
     notes: list[str] = field(default_factory=list)
     duration_ms: float = 0.0
+    #: the arguments could not be read at all (counts against the tool's retry budget)
+    bad_arguments: bool = False
 
 
 def session_tool(name: str, kind: str, message_property: str | None, attachments_property: str | None) -> ToolDefinition:
@@ -100,23 +102,18 @@ async def _store_attachments(state: ThreadState, result: ToolResult) -> ToolResu
 
 
 def parse_arguments(text: str, tool: ToolDefinition | None) -> tuple[dict[str, Any] | None, str | None, bool, list[str]]:
-    """Arguments as a dict, or an error; repaired almost-JSON is accepted and reported."""
-    if not text or not text.strip():
-        return {}, None, False, []
-    try:
-        value = json.loads(text)
-    except ValueError:
-        try:
-            from ..toolcalls import parse_tool_arguments
-        except ImportError:  # pragma: no cover - toolkit always ships with the package
-            return None, "arguments are not valid JSON", False, []
-        parsed = parse_tool_arguments(text, tool.parameters if tool else None)
-        if parsed.error or parsed.value is None:
-            return None, parsed.error or "arguments are not valid JSON", False, []
-        return parsed.value, None, parsed.repaired, list(parsed.notes)
-    if not isinstance(value, dict):
-        return None, f"arguments must be a JSON object, got {type(value).__name__}", False, []
-    return value, None, False, []
+    """Arguments as a dict, or a problem the model can act on.
+
+    Almost-JSON is repaired and values are coerced to the tool's schema where the intent is
+    plain (``"5"`` for an integer); text cut off mid-call is reported, never guessed at.
+    """
+    parsed = parse_tool_arguments(text, tool.parameters if tool else None)
+    if parsed.value is None or parsed.error:
+        problem = parsed.error or "arguments are not valid JSON"
+        if parsed.truncated:
+            problem = f"the arguments were cut off before the end ({problem}); send the complete call again, shorter if needed"
+        return None, problem, False, list(parsed.notes)
+    return parsed.value, None, parsed.repaired, list(parsed.notes)
 
 
 async def run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, hooks: HookSet, *,
@@ -128,12 +125,14 @@ async def run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, ho
     args: dict[str, Any] | None = None
     repaired = False
     notes: list[str] = []
+    bad_arguments = False
     if tool is None:
         known = ", ".join(toolbox.names()) or "none"
         result = ToolResult("error", error=f"unknown tool {call.name!r}; available tools: {known}")
     else:
         args, problem, repaired, notes = parse_arguments(call.arguments, tool)
         if problem is not None:
+            bad_arguments = True
             result = ToolResult("error", error=f"invalid arguments for {call.name}: {problem}. Send the arguments as one JSON object.")
         else:
             try:
@@ -162,7 +161,7 @@ async def run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, ho
         result = _as_result(await hooks.transform(hook_name, state, result, call))
     if hooks.has("before_store_tool_result"):
         result = _as_result(await hooks.transform("before_store_tool_result", state, result, call))
-    return ToolOutcome(call, result, args, repaired, notes, (loop.time() - started) * 1000)
+    return ToolOutcome(call, result, args, repaired, notes, (loop.time() - started) * 1000, bad_arguments)
 
 
 def _as_result(value: Any) -> ToolResult:
