@@ -13,7 +13,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.responses import FileResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -34,9 +34,11 @@ ENV_PREFIX = "STANDARDAGENTS_SERVER_"
 RuntimeSource = Runtime | Callable[[], Awaitable[Runtime]]
 
 
-def _ui_routes() -> list[BaseRoute]:
+def _ui_routes(prefix: str) -> list[BaseRoute]:
+    page = (UI_DIR / "index.html").read_text(encoding="utf-8").replace("{{API_PREFIX}}", prefix)
+
     async def index(request: Any) -> Response:
-        return FileResponse(UI_DIR / "index.html", media_type="text/html")
+        return HTMLResponse(page)
 
     return [Route("/", index, methods=["GET"]), Mount("/ui", app=StaticFiles(directory=UI_DIR), name="ui")]
 
@@ -65,7 +67,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         Route(f"{prefix}/threads/{{thread_id}}/{{path:path}}", dispatch_thread_endpoint,
               methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
         *openai_routes(),
-        *_ui_routes(),
+        *_ui_routes(prefix),
         Route(f"{prefix}/{{path:path}}", dispatch_controller,
               methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
     ]
