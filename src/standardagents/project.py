@@ -182,6 +182,15 @@ def _load(root: Path) -> LoadResult:
     if not registry.has("models", DEFAULT_MODEL):
         registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
     _load_endpoints(base / "api", root, registry, result)
+    from .mcp import load_mcp_servers
+
+    servers, mcp_problems = load_mcp_servers(root)
+    result.problems.extend(mcp_problems)
+    for server in servers:
+        registry.add("mcp", server.name, server, source=server.source_file)
+    from .packages.discover import load_packages_into
+
+    result.problems.extend(load_packages_into(registry, root))
     result.problems.extend(check_references(registry))
     return result
 
@@ -249,7 +258,12 @@ def check_references(registry: Registry, namespace: str | None = None) -> list[P
                 if agent is not None and not agent.expose_as_tool:
                     problems.append(Problem(src, f"tools: agent {tool!r} is not exposed as a tool (set expose_as_tool)"))
                 continue
-            if registry.has("mcp", tool, namespace) if "mcp" in registry._entries else False:
+            if registry.has("mcp", tool, namespace):
+                continue
+            if tool.startswith("mcp:"):
+                server = tool[4:].split("/", 1)[0]
+                if not registry.has("mcp", server, namespace):
+                    problems.append(Problem(src, f"tools: unknown MCP server {server!r} in {tool!r}"))
                 continue
             if _is_session_tool(registry, tool, namespace):
                 continue
@@ -297,6 +311,9 @@ def build_registry(*definitions: Any) -> Registry:
     registry = Registry()
     kinds: list[tuple[type, str]] = [(AgentDefinition, "agents"), (PromptDefinition, "prompts"), (ToolDefinition, "tools"),
                                      (ModelDefinition, "models"), (HookDefinition, "hooks"), (EffectDefinition, "effects")]
+    from .mcp import MCPServerDefinition
+
+    kinds.append((MCPServerDefinition, "mcp"))
     problems: list[tuple[str, str]] = []
     for definition in definitions:
         for cls, kind in kinds:

@@ -17,9 +17,10 @@ from .exceptions import NotFoundError
 __all__ = ["GLOBAL", "KINDS", "Entry", "Registry"]
 
 GLOBAL: str | None = None
-KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints", "controllers")
+KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints", "controllers", "mcp")
 _SINGULAR = {"agents": "agent", "prompts": "prompt", "tools": "tool", "models": "model", "hooks": "hook",
-             "effects": "effect", "thread_endpoints": "thread endpoint", "controllers": "controller"}
+             "effects": "effect", "thread_endpoints": "thread endpoint", "controllers": "controller",
+             "mcp": "MCP server"}
 
 
 @dataclass(slots=True)

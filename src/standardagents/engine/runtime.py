@@ -23,6 +23,7 @@ from ..records import ExecutionRecord, Message, ThreadRecord, ToolCall, ToolResu
 from ..registry import Registry
 from ..store.base import Store
 from ..toolcalls import CapabilityLatches, prepare_tools
+from ..toolsets import PluginRegistry, merge_toolsets, plugins, resolve_tool_name
 from .context import LLMCache, prompt_is_static, render_prompt
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
@@ -77,6 +78,10 @@ class Runtime:
         #: which (endpoint, model) refused tool schemas, kept across restarts beside the store
         self.capabilities = CapabilityLatches()
         self._capabilities_file: Path | None = None
+        #: MCP sessions, one per server, opened on first use and closed with the runtime
+        self.mcp_pool: Any = None
+        #: tools registered from Python code at run time (the process-wide registry by default)
+        self.plugins: PluginRegistry = plugins
         self._setups: dict[tuple[str, str, str | None], SideSetup] = {}
         self._providers: dict[str, ModelProvider] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -128,6 +133,11 @@ class Runtime:
                 self._capabilities_file.write_text(self.capabilities.export_capabilities())
             except OSError:
                 log.warning("could not save the capability latches to %s", self._capabilities_file)
+        if self.mcp_pool is not None:
+            try:
+                await self.mcp_pool.aclose()
+            except Exception:
+                log.exception("closing MCP sessions failed")
         for provider in self._providers.values():
             try:
                 await provider.aclose()
@@ -197,10 +207,13 @@ class Runtime:
         fallbacks = [await self.registry.aget("models", fb, namespace) for fb in model.fallbacks]
         toolbox = Toolbox()
         session_names = {b.name for b in (cfg.session_tool(k) for k in ("stop", "fail", "status")) if b is not None}
+        resolved: list[ToolDefinition] = []
         for name in prompt.tool_names():
             if name in session_names and not self.registry.has("tools", name, namespace):
                 continue
-            toolbox.tools[name] = await self._resolve_tool(name, namespace, agent)
+            resolved.extend(await self._resolve_tools(name, namespace, agent))
+        for tool in merge_toolsets(resolved):
+            toolbox.tools[tool.name] = tool
         for kind in ("stop", "fail", "status"):
             binding = cfg.session_tool(kind)
             if binding is None:
@@ -220,14 +233,30 @@ class Runtime:
             static = await render_prompt(prompt, None, self.registry, namespace)
         return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static)
 
-    async def _resolve_tool(self, name: str, namespace: str | None, agent: AgentDefinition) -> ToolDefinition:
-        if self.registry.has("tools", name, namespace):
-            return await self.registry.aget("tools", name, namespace)
-        if self.registry.has("agents", name, namespace):
+    async def _resolve_tools(self, name: str, namespace: str | None, agent: AgentDefinition) -> list[ToolDefinition]:
+        """The tools one entry of a prompt's ``tools`` names: a code or plugin tool, an
+        agent exposed as a tool, or an MCP server's tools (``mcp:server``, ``mcp:server/tool``)."""
+        if not self.registry.has("tools", name, namespace) and self.registry.has("agents", name, namespace):
             from .composition import agent_tool
 
             child = await self.registry.aget("agents", name, namespace)
-            return agent_tool(self, child, self.registry.namespace_of("agents", name, namespace))
+            return [agent_tool(self, child, self.registry.namespace_of("agents", name, namespace))]
+        servers = {e.name: e.value for e in self.registry.entries("mcp", namespace)}
+        if servers and self.mcp_pool is None:
+            from ..mcp import MCPPool
+
+            self.mcp_pool = MCPPool(list(servers.values()))
+        try:
+            return await resolve_tool_name(name, registry=self.registry, namespace=namespace, pool=self.mcp_pool,
+                                           plugins=self.plugins, servers=servers)
+        except NotFoundError as exc:
+            raise NotFoundError("tool", name, f"named by agent {agent.name!r}: {exc}") from None
+
+    async def _resolve_tool(self, name: str, namespace: str | None, agent: AgentDefinition) -> ToolDefinition:
+        """One tool by its final name (as a model calls it)."""
+        for tool in await self._resolve_tools(name, namespace, agent):
+            if tool.name == name:
+                return tool
         raise NotFoundError("tool", name, f"named by agent {agent.name!r}")
 
     async def hook_set(self, agent: AgentDefinition, prompt: PromptDefinition | None, namespace: str | None) -> HookSet:
