@@ -1,46 +1,72 @@
-"""Scheduled effects: persisted, claimed by one worker, retried with backoff, run once."""
+"""Scheduled effects: persisted by a thread, claimed by one worker, retried with
+exponential backoff, recorded, and run once however many schedulers share the store.
+
+The store's claim is the only coordination: a worker leases the effects it claims, and
+finishing or failing one only counts while the worker still owns it, so a second
+scheduler (or a restarted process) never runs an effect again.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
 from typing import TYPE_CHECKING, Any
 
 from ..definitions import EffectDefinition
-from ..exceptions import NotFoundError
+from ..exceptions import NotFoundError, StandardAgentsError
 from ..records import now_ms
+from ..store.records import EffectRecord
 
 if TYPE_CHECKING:
     from .runtime import Runtime
     from .state import ThreadState
 
-__all__ = ["EffectScheduler", "schedule"]
+__all__ = ["EffectScheduler", "backoff_ms", "schedule"]
 
 log = logging.getLogger("standardagents.effects")
 
 
 async def schedule(runtime: Runtime, state: ThreadState, name: str, args: dict[str, Any], delay: float) -> str:
-    """Persist an effect due ``delay`` seconds from now."""
+    """Persist an effect due ``delay`` seconds from now; returns its id."""
     if not runtime.registry.has("effects", name, state.namespace):
-        raise NotFoundError("effect", name)
+        raise NotFoundError("effect", name, "define it in agents/effects/")
+    if delay < 0:
+        raise StandardAgentsError(f"effect {name!r}: delay must be zero or more seconds, got {delay}")
+    try:
+        json.dumps(args)
+    except (TypeError, ValueError) as exc:
+        raise StandardAgentsError(f"effect {name!r}: its arguments must be JSON values ({exc})") from exc
     record = await runtime.store.schedule_effect(state.thread_id, name, args, run_at=now_ms() + int(delay * 1000))
     return record.id
 
 
-class EffectScheduler:
-    """Runs due effects of one runtime; several processes may run one each."""
+def backoff_ms(attempt: int, base_seconds: float) -> int:
+    """The wait before retrying after failed attempt number ``attempt`` (1, 2, 4, ... x base)."""
+    return int(base_seconds * 1000 * 2 ** max(0, attempt - 1))
 
-    def __init__(self, runtime: Runtime, *, interval: float = 0.5, lease_ms: int = 60_000, base_backoff: float = 1.0) -> None:
+
+class EffectScheduler:
+    """Runs the due effects of one runtime's store; several processes may each run one.
+
+    ``run_due()`` makes one pass (handy in tests and cron-like use); ``start()`` keeps
+    passing every ``interval`` seconds until ``stop()``.
+    """
+
+    def __init__(self, runtime: Runtime, *, interval: float = 0.5, lease_ms: int = 60_000, base_backoff: float = 1.0,
+                 batch: int = 20, worker_id: str | None = None) -> None:
         self.runtime = runtime
         self.interval = interval
         self.lease_ms = lease_ms
         self.base_backoff = base_backoff
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.batch = batch
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Run passes in the background of the running event loop."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -61,36 +87,45 @@ class EffectScheduler:
                 log.exception("effect scheduler pass failed")
             await asyncio.sleep(self.interval)
 
-    async def run_due(self) -> int:
-        """Claim and run every effect due now; returns how many ran."""
-        store = self.runtime.store
-        claimed = await store.claim_due_effects(now_ms(), self.worker_id, 20, self.lease_ms)
+    async def run_due(self, now: int | None = None) -> list[EffectRecord]:
+        """Claim and run every effect due at ``now`` (epoch ms, default: the clock);
+        returns the effects this pass ran, as stored afterwards."""
+        at = now_ms() if now is None else now
+        claimed = await self.runtime.store.claim_due_effects(at, self.worker_id, self.batch, self.lease_ms)
+        done: list[EffectRecord] = []
         for effect in claimed:
-            await self._run_one(effect)
-        return len(claimed)
+            await self._run_one(effect, at)
+            after = await self.runtime.store.get_effect(effect.id)
+            done.append(after if after is not None else effect)
+        return done
 
-    async def _run_one(self, effect: Any) -> None:
+    async def _run_one(self, effect: EffectRecord, at: int) -> None:
         rt = self.runtime
         store = rt.store
         try:
             state = await rt.state(effect.thread_id)
-            definition: EffectDefinition = await rt.registry.aget("effects", effect.name, state.namespace)
+        except NotFoundError as exc:
+            await store.fail_effect(effect.id, f"its thread is gone: {exc}", None, worker_id=self.worker_id)
+            return
+        if not rt.registry.has("effects", effect.name, state.namespace):
+            await store.fail_effect(effect.id, f"no effect named {effect.name!r} is defined (agents/effects/)", None,
+                                    worker_id=self.worker_id)
+            return
+        definition: EffectDefinition = await rt.registry.aget("effects", effect.name, state.namespace)
+        try:
             result = await definition.run(state, effect.args or {})
         except Exception as exc:
             attempts = effect.attempts
-            max_attempts = 5
-            try:
-                max_attempts = (await rt.registry.aget("effects", effect.name)).max_attempts
-            except Exception:
-                pass
-            retry_at = None if attempts >= max_attempts else now_ms() + int(self.base_backoff * 1000 * 2 ** (attempts - 1))
-            log.warning("effect %s (%s) failed on attempt %s: %s", effect.id, effect.name, attempts, exc)
+            retry_at = None if attempts >= definition.max_attempts else at + backoff_ms(attempts, self.base_backoff)
+            log.warning("effect %s (%s) failed on attempt %s of %s: %s", effect.id, effect.name, attempts,
+                        definition.max_attempts, exc)
             await store.fail_effect(effect.id, f"{type(exc).__name__}: {exc}", retry_at, worker_id=self.worker_id)
+            rt.bus.emit("effect_failed", effect.thread_id, {"id": effect.id, "name": effect.name, "attempt": attempts,
+                                                            "retryAt": retry_at, "error": str(exc)})
             return
         try:
-            import json
-
             json.dumps(result)
         except (TypeError, ValueError):
             result = str(result)
-        await store.finish_effect(effect.id, result, worker_id=self.worker_id)
+        if await store.finish_effect(effect.id, result, worker_id=self.worker_id):
+            rt.bus.emit("effect_done", effect.thread_id, {"id": effect.id, "name": effect.name})
