@@ -7,6 +7,7 @@ the credentials verify and treats every other request as anonymous.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from .state import ServerState, server_of
 
 __all__ = [
     "LOCAL_USER_ID",
+    "TOKEN_CACHE_SECONDS",
     "Resolution",
     "ThreadEndpointAuth",
     "authenticate",
@@ -30,6 +32,9 @@ __all__ = [
 
 #: the user a dev server attributes credential-less requests to
 LOCAL_USER_ID = "local"
+#: how long a verified token is trusted without asking the store again (a revocation
+#: made by another process takes effect within this time)
+TOKEN_CACHE_SECONDS = 5.0
 
 
 @dataclass(slots=True)
@@ -93,7 +98,18 @@ async def resolve_caller(conn: HTTPConnection, *, allow_query: bool = False) -> 
         return Resolution(None, False)
     if not token:
         return Resolution(None, True)
+    cache: dict[str, tuple[float, UserRecord]] = server.extra.setdefault("token_cache", {})
+    now = time.monotonic()
+    hit = cache.get(token)
+    if hit is not None and now - hit[0] < TOKEN_CACHE_SECONDS:
+        return Resolution(hit[1], True)
     user = await server.runtime.store.verify_api_token(token)
+    if user is None:
+        cache.pop(token, None)
+    else:
+        if len(cache) > 10_000:
+            cache.clear()
+        cache[token] = (now, user)
     return Resolution(user, True)
 
 

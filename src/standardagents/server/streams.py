@@ -110,9 +110,15 @@ async def _ws_pump(websocket: WebSocket, source: AsyncIterator[Event | None]) ->
 
     read_task = asyncio.create_task(reader())
     try:
-        async for event in source:
-            if read_task.done():
+        while True:
+            next_event = asyncio.ensure_future(anext(source))
+            done, _ = await asyncio.wait({next_event, read_task}, return_when=asyncio.FIRST_COMPLETED)
+            if next_event not in done:
+                next_event.cancel()
+                with contextlib.suppress(BaseException):
+                    await next_event
                 break
+            event = next_event.result()
             if event is None:
                 continue
             try:
@@ -128,11 +134,6 @@ async def _ws_pump(websocket: WebSocket, source: AsyncIterator[Event | None]) ->
         if websocket.application_state == WebSocketState.CONNECTED:
             with contextlib.suppress(BaseException):
                 await websocket.close()
-
-
-async def _events_or_disconnect(websocket: WebSocket, sub: Subscription) -> AsyncIterator[Event | None]:
-    async for event in _events(sub, keepalive=1.0):
-        yield event
 
 
 async def _ws_refuse(websocket: WebSocket, exc: ApiError) -> None:
@@ -155,7 +156,7 @@ async def thread_ws(websocket: WebSocket) -> None:
     sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
     await websocket.accept()
     await websocket.send_text(json.dumps(_hello(thread_id, reasoning).to_dict()))
-    await _ws_pump(websocket, _events_or_disconnect(websocket, sub))
+    await _ws_pump(websocket, _events(sub))
 
 
 async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str) -> AsyncIterator[Event]:

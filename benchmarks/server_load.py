@@ -1,0 +1,227 @@
+"""Server load benchmark: many concurrent threads streaming replies through the HTTP server.
+
+The OpenAI wire stub runs in one process on 127.0.0.1 as the model (a models file in a
+temporary project points ``base_url`` at it); the server runs in another process with
+uvicorn on 127.0.0.1; this process creates ``--threads`` threads and sends one message to
+each at once with ``POST /api/threads/{id}/messages?stream=true``. It reports messages per
+second (every message the turns stored, and turns per second) and the stream latency after
+the POST: to the first event and to the first text chunk (median and p95).
+
+    python benchmarks/server_load.py --threads 200 --delay-ms 50 --tool-rounds 1
+
+Everything is bounded: loopback only, the stub exits after ``--max-seconds``, every request
+has a timeout, and both child processes are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+__all__ = ["main", "run_turn"]
+
+
+@dataclass
+class Turn:
+    first_event: float
+    first_text: float | None
+    total: float
+    messages: int
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _write_project(root: Path, base_url: str, tool_rounds: int) -> None:
+    files = {
+        "agents/models/stub.py": f"""
+            from standardagents import define_model
+            stub = define_model(name="stub", provider="openai", model="stub-model",
+                                base_url="{base_url}", api_key_env="STUB_API_KEY")
+        """,
+        "agents/prompts/bench_prompt.py": f"""
+            from standardagents import define_prompt
+            bench_prompt = define_prompt(name="bench_prompt", prompt="Answer briefly.", model="stub",
+                                         tools={["add"] if tool_rounds else []!r})
+        """,
+        "agents/tools/add.py": """
+            from standardagents import define_tool
+
+            @define_tool
+            def add(a: int = 1, b: int = 2) -> str:
+                '''Add two integers.
+
+                Args:
+                    a: The first number.
+                    b: The second number.
+                '''
+                return str(a + b)
+        """,
+        "agents/agents/bench.py": """
+            from standardagents import define_agent
+            bench = define_agent(name="bench", type="ai_human",
+                                 side_a={"prompt": "bench_prompt", "stop_on_response": True, "max_steps": 6})
+        """,
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+
+
+async def _make_token(root: Path, database_url: str) -> str:
+    from standardagents.store import open_store
+
+    store = open_store(database_url, project_dir=root)
+    await store.open()
+    try:
+        user = await store.create_user("bench", is_admin=True)
+        _, secret = await store.create_api_token(user.id, "bench")
+        return secret
+    finally:
+        await store.close()
+
+
+def _start_stub(delay_ms: float, tool_rounds: int, max_seconds: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "standardagents.testing.openai_stub", "--port", "0", "--delay-ms", str(delay_ms),
+         "--tool-rounds", str(tool_rounds), "--max-seconds", str(max_seconds)],
+        stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("READY "):
+        proc.kill()
+        raise SystemExit(f"the stub did not start: {line!r}")
+    return proc, line.split(" ", 1)[1]
+
+
+def _start_server(root: Path, database_url: str, port: int) -> subprocess.Popen[str]:
+    code = ("from standardagents.server import run_server; "
+            f"run_server({str(root)!r}, host='127.0.0.1', port={port}, database_url={database_url!r}, log_level='warning')")
+    env = {**os.environ, "STUB_API_KEY": "sk-bench"}
+    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True)
+
+
+async def _wait_ready(base: str, headers: dict[str, str], within: float = 30.0) -> None:
+    end = time.monotonic() + within
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=2) as client:
+        while time.monotonic() < end:
+            try:
+                if (await client.get("/api/agents")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.1)
+    raise SystemExit("the server did not start")
+
+
+async def run_turn(client: httpx.AsyncClient, thread_id: str) -> Turn:
+    """Send one message with ``?stream=true`` and time its events until ``done``."""
+    start = time.perf_counter()
+    first_event = first_text = None
+    messages = 0
+    async with client.stream("POST", f"/api/threads/{thread_id}/messages", params={"stream": "true"},
+                             json={"content": "Add 1 and 2."}) as response:
+        response.raise_for_status()
+        buffer = ""
+        async for text in response.aiter_text():
+            now = time.perf_counter() - start
+            buffer += text
+            while "\n\n" in buffer:
+                frame, buffer = buffer.split("\n\n", 1)
+                data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
+                if data is None:
+                    continue
+                event = json.loads(data)
+                if first_event is None:
+                    first_event = now
+                if event["type"] == "message_chunk" and first_text is None:
+                    first_text = now
+                elif event["type"] == "message_created":
+                    messages += 1
+    total = time.perf_counter() - start
+    return Turn(first_event if first_event is not None else total, first_text, total, messages)
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"median {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms"
+
+
+async def _load(base: str, token: str, n: int, request_timeout: float) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    await _wait_ready(base, headers)
+    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=request_timeout, limits=limits) as client:
+        threads = []
+        for _ in range(n):
+            r = await client.post("/api/threads", json={"agent": "bench"})
+            r.raise_for_status()
+            threads.append(r.json()["id"])
+        await run_turn(client, threads[0])  # warm-up: imports, provider connection
+        start = time.perf_counter()
+        turns = await asyncio.gather(*(run_turn(client, tid) for tid in threads))
+        wall = time.perf_counter() - start
+    messages = sum(t.messages for t in turns)
+    print(f"threads: {n}, wall time {wall:.2f} s")
+    print(f"messages created: {messages} ({messages / wall:.0f} messages/s), turns {n / wall:.1f}/s")
+    print(f"first event after POST: {_ms([t.first_event for t in turns])}")
+    print(f"first text chunk after POST: {_ms([t.first_text for t in turns if t.first_text is not None])}")
+    print(f"whole turn: {_ms([t.total for t in turns])}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=200)
+    parser.add_argument("--delay-ms", type=float, default=50.0, help="the model's latency per request")
+    parser.add_argument("--tool-rounds", type=int, default=1, help="tool-call rounds per turn before the answer")
+    parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--max-seconds", type=float, default=180.0)
+    args = parser.parse_args(argv)
+    if not 1 <= args.threads <= 2000:
+        parser.error("--threads must be between 1 and 2000")
+    with tempfile.TemporaryDirectory(prefix="sa-bench-") as tmp:
+        root = Path(tmp) / "project"
+        database_url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
+        stub, base_url = _start_stub(args.delay_ms, args.tool_rounds, args.max_seconds)
+        server = None
+        try:
+            _write_project(root, base_url, args.tool_rounds)
+            token = asyncio.run(_make_token(root, database_url))
+            port = _free_port()
+            server = _start_server(root, database_url, port)
+            print(f"model stub {base_url} (delay {args.delay_ms:g} ms, {args.tool_rounds} tool rounds); "
+                  f"server http://127.0.0.1:{port}")
+            asyncio.run(asyncio.wait_for(_load(f"http://127.0.0.1:{port}", token, args.threads, args.timeout),
+                                         args.max_seconds))
+        finally:
+            for proc in (server, stub):
+                if proc is not None:
+                    proc.terminate()
+                    try:
+                        proc.wait(10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+
+
+if __name__ == "__main__":
+    main()
