@@ -14,7 +14,7 @@ from engine_helpers import stub_model
 from standardagents import DefinitionError, define_agent, define_prompt, define_tool
 from standardagents.mcp import define_mcp_server
 from standardagents.testing.openai_stub import StubReply
-from standardagents.toolsets import PluginRegistry
+from standardagents.toolsets import plugins
 
 CALC = Path(__file__).parent / "mcp_servers" / "calc_server.py"
 AGENT = define_agent(name="helper", side_a={"prompt": "main"})
@@ -74,19 +74,20 @@ async def test_a_tool_name_clash_between_origins_is_an_error_naming_both(stub, m
 
 
 async def test_plugin_tools_registered_in_code_are_offered(stub, make_runtime):
-    registry = PluginRegistry()
-
     def shout(text: str) -> str:
         """Upper-case a text."""
         return text.upper()
 
-    registry.register(shout, source="tests")
-    stub.queue(StubReply(tool_calls=[("shout", '{"text": "hi"}')]), "done")
-    rt = await make_runtime(AGENT, define_prompt(name="main", prompt="x", tools=["shout"]), stub_model(stub))
-    rt.plugins = registry
-    result = await rt.run("helper", "shout")
+    plugins.register(shout, source="tests")
+    try:
+        stub.queue(StubReply(tool_calls=[("shout", '{"text": "hi"}')]), "done")
+        rt = await make_runtime(AGENT, define_prompt(name="main", prompt="x", tools=["shout"]), stub_model(stub))
+        result = await rt.run("helper", "shout")
+    finally:
+        plugins.unregister("shout")
     tool = next(m for m in await rt.store.list_messages(result.thread_id) if m.role == "tool")
     assert tool.content == "HI"
+    assert stub.requests[0]["tools"][0]["function"]["name"] == "shout"
 
 
 def test_a_prompt_naming_an_unknown_mcp_server_does_not_validate():

@@ -222,6 +222,8 @@ def _load_endpoints(api: Path, root: Path, registry: Registry, result: LoadResul
 
 def check_references(registry: Registry, namespace: str | None = None) -> list[Problem]:
     """Every reference that points at nothing: prompts, tools, models, hooks, includes."""
+    from .toolsets import plugins as plugin_tools
+
     problems: list[Problem] = []
     for entry in registry.entries("agents", namespace):
         agent = entry.value
@@ -258,7 +260,7 @@ def check_references(registry: Registry, namespace: str | None = None) -> list[P
                 if agent is not None and not agent.expose_as_tool:
                     problems.append(Problem(src, f"tools: agent {tool!r} is not exposed as a tool (set expose_as_tool)"))
                 continue
-            if registry.has("mcp", tool, namespace):
+            if registry.has("mcp", tool, namespace) or tool in plugin_tools:
                 continue
             if tool.startswith("mcp:"):
                 server = tool[4:].split("/", 1)[0]

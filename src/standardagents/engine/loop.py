@@ -26,7 +26,15 @@ from ..providers.base import (
     ToolCallDelta,
 )
 from ..records import ExecutionRecord, Message, ToolCall, ToolResult, new_id, now_ms
-from ..toolcalls import FenceSplitter, is_grammar_error, recover_tool_calls, strip_thinking
+from ..toolcalls import (
+    LOAD_TOOLS_NAME,
+    FenceSplitter,
+    is_grammar_error,
+    recover_tool_calls,
+    strip_thinking,
+)
+from .compaction import compact_if_needed, over_threshold
+from .ondemand import CARRIED_KEY, save_carried
 from .state import ExecutionState, ThreadState
 from .tools import ToolOutcome, run_tool_call
 
@@ -90,6 +98,7 @@ class Execution:
         self._retry_budget: dict[str, int] = {}
         self._llm_state: dict[str, tuple[int, int, list[dict[str, Any]]]] = {}
         self._final_saved = False
+        self._carried: list[str] | None = None
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -118,6 +127,11 @@ class Execution:
             ex.outcome = "error"
             await self._record_error(error, "internal_error")
         ex.stopped = True
+        if self._carried is not None:
+            try:
+                await asyncio.shield(save_carried(self.state, self._carried, ex.used_tools))
+            except Exception:
+                log.exception("could not save the carried tools of execution %s", self.record.id)
         if not (self._final_saved and stop_reason == "complete"):
             self._finish_record(stop_reason, error)
             try:
@@ -203,6 +217,10 @@ class Execution:
     async def _run_turn(self, side: Literal["a", "b"], cfg: SideConfig) -> None:
         ex = self.ex
         setup = await self.rt.side_setup(self.agent, side, self.state.namespace)
+        if setup.ondemand and self._carried is None:
+            carried = await self.state.get_env(CARRIED_KEY, [])
+            self._carried = [n for n in carried if n in setup.toolbox.tools] if isinstance(carried, list) else []
+            ex.loaded_tools = list(self._carried)
         max_steps = cfg.max_steps or self.rt.default_max_steps
         ex.side_steps[side] = 0
         while True:
@@ -332,17 +350,26 @@ class Execution:
             llm = self._converted(history, side)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
         messages.extend(llm)
+        if setup.prompt.compaction_threshold and over_threshold(setup, messages) and await compact_if_needed(self, setup, system):
+            messages = [{"role": "system", "content": system}] if system else []
+            messages.extend(self._converted(self.ex.message_history, side))
         if self.dual and (not llm or llm[-1]["role"] == "assistant"):
             messages.append({"role": "user", "content": "(continue)"})
         if hooks.has("prefilter_llm_history"):
             messages = await hooks.transform("prefilter_llm_history", state, copy.deepcopy(messages))
         model = setup.model
-        return ModelRequest(model=model.model, messages=messages, tools=setup.toolbox.offered,
+        tools = setup.toolbox.offered
+        meta: dict[str, Any] = {"threadId": self.thread_id, "agent": self.agent.name}
+        if setup.ondemand:
+            names = [LOAD_TOOLS_NAME, *self.ex.loaded_tools]
+            tools = setup.tools_at(None, names)
+            meta["toolNames"] = names
+        return ModelRequest(model=model.model, messages=messages, tools=tools,
                             tool_choice=setup.prompt.tool_choice if setup.toolbox.offered else None,
                             max_tokens=setup.prompt.max_tokens or model.max_tokens,
                             temperature=setup.prompt.temperature if setup.prompt.temperature is not None else model.temperature,
                             top_p=model.top_p, extra_body=model.extra_body, timeout=model.timeout,
-                            metadata={"threadId": self.thread_id, "agent": self.agent.name})
+                            metadata=meta)
 
     def _converted(self, history: list[Message], side: str) -> list[dict[str, Any]]:
         """Model messages for the live history, converting only what was appended since
@@ -387,7 +414,7 @@ class Execution:
         offered = request.tools
         while True:
             level = latches.level_for(endpoint, model.model) if offered else None
-            request.tools = setup.tools_at(level) if offered else offered
+            request.tools = setup.tools_at(level, request.metadata.get("toolNames")) if offered else offered
             if level == "no_tools":
                 request.tool_choice = None
             try:
@@ -493,6 +520,7 @@ class Execution:
     # tools ---------------------------------------------------------------------------------
     async def _run_tools(self, side: Literal["a", "b"], reply: Message, setup: SideSetup) -> list[ToolOutcome]:
         calls = reply.tool_calls or []
+        self.ex.used_tools.extend(c.name for c in calls)
         state = self.state
         hooks = setup.hooks
         if len(calls) == 1 or not setup.prompt.parallel_tool_calls:

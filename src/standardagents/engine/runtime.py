@@ -24,6 +24,7 @@ from ..registry import Registry
 from ..store.base import Store
 from ..toolcalls import CapabilityLatches, prepare_tools
 from ..toolsets import PluginRegistry, merge_toolsets, plugins, resolve_tool_name
+from .compaction import place_summaries
 from .context import LLMCache, prompt_is_static, render_prompt
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
@@ -48,15 +49,27 @@ class SideSetup:
     hooks: HookSet
     namespace: str | None
     static_system: str | None
+    #: on-demand discovery: the catalogue text appended to the system prompt
+    catalogue: str | None = None
     _by_level: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict)
+    _index: dict[str | None, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
-    def tools_at(self, level: str | None) -> list[dict[str, Any]]:
-        """The offered tools adapted to a compatibility level (computed once per level)."""
+    @property
+    def ondemand(self) -> bool:
+        return self.catalogue is not None
+
+    def tools_at(self, level: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
+        """The offered tools adapted to a compatibility level (computed once per level),
+        or just ``names`` of them (on-demand prompts)."""
         tools = self._by_level.get(level)
         if tools is None:
             tools = self.toolbox.offered if level is None else prepare_tools(self.toolbox.offered, level)  # type: ignore[arg-type]
             self._by_level[level] = tools
-        return tools
+            self._index[level] = {t["function"]["name"]: t for t in tools if "function" in t}
+        if names is None:
+            return tools
+        index = self._index[level]
+        return [index[n] for n in names if n in index]
 
 
 class Runtime:
@@ -226,12 +239,23 @@ class Runtime:
                     toolbox.tools[binding.name] = session_tool(binding.name, kind, binding.message_property, binding.attachments_property)
         if cfg.stop_tool and cfg.stop_tool not in toolbox.tools and self.registry.has("tools", cfg.stop_tool, namespace):
             toolbox.tools[cfg.stop_tool] = await self.registry.aget("tools", cfg.stop_tool, namespace)
+        catalogue = None
+        if prompt.tool_discovery == "ondemand":
+            from ..toolcalls import catalogue_text
+            from .ondemand import load_tools_definition
+
+            listed = [t.openai_tool() for n, t in toolbox.tools.items() if n not in toolbox.session]
+            catalogue = catalogue_text(listed)
+            loader = load_tools_definition([t["function"]["name"] for t in listed])
+            toolbox.tools[loader.name] = loader
         toolbox.offered = [t.openai_tool() for t in toolbox.tools.values()]
         hooks = await self.hook_set(agent, prompt, namespace)
         static = None
         if prompt_is_static(prompt, self.registry, namespace):
             static = await render_prompt(prompt, None, self.registry, namespace)
-        return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static)
+            if catalogue:
+                static = f"{static}\n\n{catalogue}" if static else catalogue
+        return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static, catalogue)
 
     async def _resolve_tools(self, name: str, namespace: str | None, agent: AgentDefinition) -> list[ToolDefinition]:
         """The tools one entry of a prompt's ``tools`` names: a code or plugin tool, an
@@ -295,7 +319,10 @@ class Runtime:
         return before, after
 
     async def render_system(self, setup: SideSetup, state: ThreadState) -> str:
-        return await render_prompt(setup.prompt, state, self.registry, setup.namespace)
+        text = await render_prompt(setup.prompt, state, self.registry, setup.namespace)
+        if setup.catalogue:
+            text = f"{text}\n\n{setup.catalogue}" if text else setup.catalogue
+        return text
 
     # threads -------------------------------------------------------------------------------
     async def create_thread(self, agent: str, *, user_id: str | None = None, title: str | None = None,
@@ -549,7 +576,7 @@ class Runtime:
                     self._fresh.discard(thread.id)
                     ex.message_history = []
                 else:
-                    ex.message_history = await self.store.list_messages(thread.id)
+                    ex.message_history = place_summaries(await self.store.list_messages(thread.id))
                 if _has_unanswered_calls(ex.message_history):
                     await self.repair_transcript(state)
                 if message is not None:

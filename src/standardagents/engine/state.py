@@ -34,6 +34,9 @@ class ExecutionState:
     history_version: int = 0
     forced_side: Literal["a", "b"] | None = None
     queued_tools: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: on-demand prompts: tools loaded so far (carried ones first), and tools called this turn
+    loaded_tools: list[str] = field(default_factory=list)
+    used_tools: list[str] = field(default_factory=list)
     status: str | None = None
     result: dict[str, Any] | None = None
 
