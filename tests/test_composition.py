@@ -4,10 +4,14 @@ the refusals that keep composition finite."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine_helpers import stub_model
-from standardagents import define_agent, define_hook, define_prompt, define_tool
+from standardagents import Runtime, define_agent, define_hook, define_prompt, define_tool
 from standardagents.testing.openai_stub import StubReply
 
 BOSS = "You lead the project."
@@ -226,3 +230,32 @@ async def test_an_ai_human_agent_named_as_a_tool_is_a_handoff(stub, make_runtime
     second = await rt.send(first.thread_id, "Where is my money?")
     assert second.text == "Billing here: your refund is on its way."
     assert stub.requests[1]["messages"][0] == {"role": "system", "content": "You handle billing."}
+
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
+
+
+@pytest.fixture
+async def quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
+    """The example project on the offline test model."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "STANDARDAGENTS_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    rt = await Runtime.open(QUICKSTART, database_url=f"sqlite:///{tmp_path / 'qs.db'}")
+    yield rt
+    await rt.aclose()
+
+
+async def test_example_debate_ends_on_the_offline_model(quickstart):
+    result = await quickstart.run("debate", "Tabs or spaces?")
+    assert (result.stop_reason, result.outcome, result.stopped_by) == ("complete", "session_stop", "b")
+
+
+async def test_example_assistant_calls_the_researcher_subagent_on_the_offline_model(quickstart):
+    result = await quickstart.run("assistant", "What is 12 * 7?")
+    assert result.stop_reason == "complete"
+    [link] = await quickstart.store.list_subagents(result.thread_id)
+    assert link.status == "complete" and link.result["outcome"] == "session_stop"
+    assert len(link.result["statusUpdates"]) == 1
+    [ref] = link.result["attachments"]
+    parent = await quickstart.state(result.thread_id)
+    assert await parent.read_file(ref["path"]) == await (await quickstart.state(link.child_thread_id)).read_file("notes.md")
