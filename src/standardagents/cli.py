@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .exceptions import DefinitionError, StandardAgentsError
 
@@ -33,7 +34,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def fail(message: str, code: int = 1) -> None:
     """Print one clear error line and exit."""
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 
@@ -44,9 +45,11 @@ def _guard(fn: Any) -> Any:
     except typer.Exit:
         raise
     except DefinitionError as exc:
-        err.print("[bold red]error:[/] the project does not validate:")
+        what = "the agent document does not load" if str(exc.source or "").endswith(".json") or any(
+            str(w).endswith(".json") or ".json" in str(w) for w, _ in exc.problems) else "the project does not validate"
+        err.print(f"[bold red]error:[/] {what}:")
         for where, msg in exc.problems:
-            err.print(f"  {where}: {msg}" if where else f"  {msg}")
+            err.print(escape(f"  {where}: {msg}" if where else f"  {msg}"))
         raise typer.Exit(1) from None
     except StandardAgentsError as exc:
         fail(str(exc))
@@ -153,7 +156,7 @@ def run(
 
             registry, name, notes = registry_from_document(target, layers=list(layer or []))
             for note in notes:
-                err.print(f"[yellow]warning[/]: {note}")
+                err.print(f"[yellow]warning[/]: {escape(note)}")
         else:
             from .project import load_project
 
@@ -284,6 +287,12 @@ def _mount_optional() -> None:
         app.command("pack")(pack_command)
         app.command("unpack")(unpack_command)
         app.command("packages")(packages_command)
+    except ImportError:
+        pass
+    try:
+        from .effects_cli import effects_app
+
+        app.add_typer(effects_app, name="effects", help="List, cancel and run scheduled effects.")
     except ImportError:
         pass
     try:

@@ -73,6 +73,8 @@ class PromptDefinition(Definition):
     compaction_threshold: float | None = Field(default=None, gt=0, le=1)
     input_guardrails: list[str] = Field(default_factory=list)
     output_guardrails: list[str] = Field(default_factory=list)
+    #: characters of streamed reply checked at a time by output guardrails
+    guardrail_chunk_size: int = Field(default=200, ge=1)
     parallel_tool_calls: bool = True
     tool_choice: Literal["auto", "required", "none"] | None = None
     max_tool_retries: int = Field(default=3, ge=0)

@@ -33,7 +33,9 @@ from ..toolcalls import (
     recover_tool_calls,
     strip_thinking,
 )
+from .approvals import make_token, signing_secret
 from .compaction import compact_if_needed, over_threshold
+from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .ondemand import CARRIED_KEY, save_carried
 from .state import ExecutionState, ThreadState
 from .tools import ToolOutcome, run_tool_call
@@ -99,16 +101,33 @@ class Execution:
         self._llm_state: dict[str, tuple[int, int, list[dict[str, Any]]]] = {}
         self._final_saved = False
         self._carried: list[str] | None = None
+        #: the message that started this execution (input guardrails vet it)
+        self.user_message: Message | None = None
+        #: pending approvals with their decisions, when this execution resumes a paused one
+        self.resume: dict[str, Any] | None = None
+        self._keep_side_steps = False
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
         ex = self.ex
         stop_reason: StopReason = "complete"
         error: str | None = None
+        paused: list[dict[str, Any]] | None = None
         try:
-            await self._loop()
-            if ex.stop_reason in ("interrupted", "error"):
-                stop_reason = ex.stop_reason  # type: ignore[assignment]
+            if self.resume is not None:
+                await self._resume_approvals()
+            elif self.user_message is not None:
+                await self._input_guardrails()
+            if not ex.stopped:
+                await self._loop()
+            if ex.stop_reason == "interrupted":
+                stop_reason = "interrupted"
+            elif ex.stop_reason == "error":
+                stop_reason = "error"
+        except _Paused as pause:
+            stop_reason = "interrupted"
+            ex.outcome = "approval_required"
+            paused = pause.requests
         except asyncio.CancelledError:
             stop_reason = "cancelled"
             ex.outcome = "cancelled"
@@ -127,6 +146,13 @@ class Execution:
             ex.outcome = "error"
             await self._record_error(error, "internal_error")
         ex.stopped = True
+        if paused is not None:
+            result = ExecutionResult(self.thread_id, self.record.id, "interrupted", "approval_required", self.last_text,
+                                     None, None, None, {"approvals": paused}, self.created, self.usage)
+            self.bus.emit("done", self.thread_id, {"stopReason": "interrupted", "executionId": self.record.id,
+                                                   "outcome": "approval_required", "error": None, "stoppedBy": None,
+                                                   "approvals": [{k: v for k, v in p.items() if k != "token"} for p in paused]})
+            return result
         if self._carried is not None:
             try:
                 await asyncio.shield(save_carried(self.state, self._carried, ex.used_tools))
@@ -222,7 +248,10 @@ class Execution:
             self._carried = [n for n in carried if n in setup.toolbox.tools] if isinstance(carried, list) else []
             ex.loaded_tools = list(self._carried)
         max_steps = cfg.max_steps or self.rt.default_max_steps
-        ex.side_steps[side] = 0
+        if self._keep_side_steps:
+            self._keep_side_steps = False
+        else:
+            ex.side_steps[side] = 0
         while True:
             if ex.side_steps[side] >= max_steps:
                 ex.outcome = "max_steps"
@@ -244,6 +273,98 @@ class Execution:
             self._charge_budget(outcomes, setup)
             if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
                 return
+
+    # guardrails -----------------------------------------------------------------------------
+    async def _input_guardrails(self) -> None:
+        message = self.user_message
+        if message is None or not message.content:
+            return
+        setup = await self.rt.side_setup(self.agent, self.ex.side, self.state.namespace)
+        if not setup.input_guardrails:
+            return
+        trip = await run_guardrails(self.state, setup.input_guardrails, message.content, "input")
+        if trip is None:
+            return
+        await self.rt.store.update_message(message.id, {"hidden": True, "metadata": {**message.metadata, "guardrail": {
+            "kind": "input", "guardrail": trip.guardrail, "info": trip.info}}})
+        for i, m in enumerate(self.ex.message_history):
+            if m.id == message.id:
+                self.ex.message_history[i] = m.copy(hidden=True)
+                self.ex.history_version += 1
+        self._tripped(trip)
+
+    def _tripped(self, trip: Any) -> None:
+        ex = self.ex
+        self.bus.emit("guardrail", self.thread_id, {"kind": trip.kind, "guardrail": trip.guardrail, "info": trip.info})
+        ex.outcome = "guardrail"
+        ex.stop_reason = "interrupted"
+        ex.stopped = True
+        self.payload = {"guardrail": trip.guardrail, "kind": trip.kind, "info": trip.info}
+
+    async def _output_tripped(self, setup: SideSetup, reply: Message, trip: GuardrailTripped) -> Message:
+        """Keep only the text clients already saw, marked; end the turn."""
+        self._partial = None
+        reply.content = trip.approved or None
+        reply.tool_calls = None
+        reply.status = "guardrail"
+        reply.metadata["guardrail"] = {"kind": "output", "guardrail": trip.trip.guardrail, "info": trip.trip.info}
+        stored = await self.rt.create_messages(self.state, [reply])
+        self._tripped(trip.trip)
+        return stored[0]
+
+    # approvals ------------------------------------------------------------------------------
+    async def _pause_for_approval(self, side: Literal["a", "b"], reply: Message, calls: list[ToolCall]) -> None:
+        secret = await signing_secret(self.rt.store)
+        requests = []
+        for call in calls:
+            try:
+                arguments: Any = json.loads(call.arguments or "{}")
+            except ValueError:
+                arguments = call.arguments
+            token = make_token(secret, thread_id=self.thread_id, execution_id=self.record.id, call_id=call.id)
+            requests.append({"id": call.id, "tool": call.name, "arguments": arguments, "token": token})
+        record = self.record
+        record.status = "waiting"
+        record.step_count = self.ex.step_count
+        record.updated_at = now_ms()
+        record.state = {**self._durable_state(), "pending": [{"id": c.id, "name": c.name, "arguments": c.arguments,
+                                                              "messageId": reply.id} for c in calls],
+                        "decisions": {}}
+        await self.rt.store.save_execution(record)
+        for req in requests:
+            self.bus.emit("approval.request", self.thread_id, {**req, "executionId": record.id})
+        self._final_saved = True
+        raise _Paused(requests)
+
+    async def _resume_approvals(self) -> None:
+        """Run the approved calls, store denials as results, then the turn goes on."""
+        resume = self.resume or {}
+        setup = await self.rt.side_setup(self.agent, self.ex.side, self.state.namespace)
+        decisions: dict[str, Any] = resume.get("decisions", {})
+        outcomes: list[ToolOutcome] = []
+        approved = []
+        for item in resume.get("pending", []):
+            call = ToolCall(item["id"], item["name"], item.get("arguments") or "{}")
+            decision = decisions.get(call.id, {})
+            if decision.get("approved"):
+                approved.append(call)
+            else:
+                reason = decision.get("reason")
+                text = "The user denied this call." + (f" Reason: {reason}" if reason else "")
+                outcomes.append(ToolOutcome(call, ToolResult("error", error=text), None))
+        side = self.ex.side
+        if outcomes:
+            await self.rt.store_tool_outcomes(self.state, outcomes, side if self.dual else None, setup.hooks)
+        ran: list[ToolOutcome] = []
+        if approved:
+            ran = list(await asyncio.gather(*(run_tool_call(self.state, c, setup.toolbox, setup.hooks,
+                                                            default_timeout=self.rt.tool_timeout) for c in approved)))
+            await self.rt.store_tool_outcomes(self.state, ran, side if self.dual else None, setup.hooks)
+        cfg = self.agent.side(side)
+        if cfg is not None and self._check_stops(side, cfg, setup, ran):
+            self.ex.stopped = True
+            return
+        self._keep_side_steps = True
 
     def _charge_budget(self, outcomes: list[ToolOutcome], setup: SideSetup) -> None:
         """Unreadable arguments cost the tool one retry; past the budget the turn ends."""
@@ -291,7 +412,10 @@ class Execution:
                         metadata={"executionId": self.record.id, "step": ex.step_count})
         self._partial = reply
         self._partial_text = []
-        response = await self._call_model(request, setup, reply)
+        try:
+            response = await self._call_model(request, setup, reply)
+        except GuardrailTripped as trip:
+            return await self._output_tripped(setup, reply, trip)
         self._partial = None
         text = response.text or None
         if text and ("<" in text):
@@ -319,6 +443,10 @@ class Execution:
             for k, v in u.items():
                 self.usage[k] = self.usage.get(k, 0) + v
             self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count})
+        if setup.output_guardrails and text and not setup.model.stream:
+            found = await run_guardrails(self.state, setup.output_guardrails, text, "output")
+            if found is not None:
+                return await self._output_tripped(setup, reply, GuardrailTripped(found, ""))
         final = None
         if ends_turn and not reply.tool_calls:
             # The turn ends with this reply: record the execution's end in the same commit.
@@ -456,12 +584,21 @@ class Execution:
         calls: dict[int, dict[str, Any]] = {}
         listening = bus.has_subscribers(tid)
         splitter = FenceSplitter()
+        guard = None
+        if setup.output_guardrails:
+            def release(piece: str) -> None:
+                if bus.has_subscribers(tid):
+                    bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
+
+            guard = OutputGuard(self.state, setup.output_guardrails, release, setup.prompt.guardrail_chunk_size)
         async for delta in provider.stream(request):
             if type(delta) is TextDelta:
                 for kind, piece in splitter.feed(delta.text):
                     if kind == "text":
                         text_parts.append(piece)
-                        if listening:
+                        if guard is not None:
+                            await guard.feed(piece)
+                        elif listening:
                             bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
                     elif listening:
                         bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
@@ -474,10 +611,14 @@ class Execution:
                 for kind, piece in splitter.flush():
                     if kind == "text":
                         text_parts.append(piece)
-                        if listening:
+                        if guard is not None:
+                            await guard.feed(piece)
+                        elif listening:
                             bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
                     elif listening:
                         bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
+                if guard is not None:
+                    await guard.check()
                 response = delta.response
                 for i, call in enumerate(response.tool_calls):
                     slot = calls.get(i)
@@ -523,6 +664,12 @@ class Execution:
         self.ex.used_tools.extend(c.name for c in calls)
         state = self.state
         hooks = setup.hooks
+        gated = [c for c in calls if (t := setup.toolbox.tools.get(c.name)) is not None and t.needs_approval]
+        if gated:
+            free = [c for c in calls if c not in gated]
+            if free:
+                await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=free), setup)
+            await self._pause_for_approval(side, reply, gated)
         if len(calls) == 1 or not setup.prompt.parallel_tool_calls:
             outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls]
         else:
@@ -534,6 +681,14 @@ class Execution:
         queued, self.ex.queued_tools = self.ex.queued_tools, []
         for name, args in queued:
             await self.rt.run_queued_call(self.state, name, args, setup, side if self.dual else None, execution=self.record)
+
+
+class _Paused(Exception):
+    """Internal: the turn waits for approvals; ``requests`` describe the pending calls."""
+
+    def __init__(self, requests: list[dict[str, Any]]) -> None:
+        super().__init__("waiting for approval")
+        self.requests = requests
 
 
 def _session_payload(binding: Any, args: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ One execution runs per thread at a time; a message sent meanwhile waits its turn
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -51,6 +52,8 @@ class SideSetup:
     static_system: str | None
     #: on-demand discovery: the catalogue text appended to the system prompt
     catalogue: str | None = None
+    input_guardrails: list[ToolDefinition] = field(default_factory=list)
+    output_guardrails: list[ToolDefinition] = field(default_factory=list)
     _by_level: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict)
     _index: dict[str | None, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
@@ -170,16 +173,18 @@ class Runtime:
 
     def provider_for(self, model: ModelDefinition) -> ModelProvider:
         """One shared provider per endpoint configuration."""
-        from ..providers.factory import ProviderSpec, create_provider
+        from ..providers.factory import ProviderSpec, build_provider
 
         key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
         provider = self._providers.get(key)
         if provider is None:
             api_key = os.environ.get(model.api_key_env) if model.api_key_env else None
+            # An unset key variable is not an error by itself: local endpoints need no key, and
+            # the provider says clearly when a remote one does.
             spec = ProviderSpec(provider=model.provider, base_url=model.base_url, api_key=api_key,
-                                api_key_env=model.api_key_env, timeout=model.timeout or 60.0, max_retries=model.max_retries,
+                                api_key_env=model.api_key_env if api_key else None, timeout=model.timeout or 60.0, max_retries=model.max_retries,
                                 headers=dict(model.headers), options=dict(model.options))
-            provider = create_provider(spec)
+            provider = build_provider(spec)
             self._providers[key] = provider
         return provider
 
@@ -255,7 +260,12 @@ class Runtime:
             static = await render_prompt(prompt, None, self.registry, namespace)
             if catalogue:
                 static = f"{static}\n\n{catalogue}" if static else catalogue
-        return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static, catalogue)
+        guards: dict[str, list[ToolDefinition]] = {}
+        for kind, names in (("input", [*agent.input_guardrails, *prompt.input_guardrails]),
+                            ("output", [*agent.output_guardrails, *prompt.output_guardrails])):
+            guards[kind] = [await self.registry.aget("tools", n, namespace) for n in dict.fromkeys(names)]
+        return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static, catalogue,
+                         guards["input"], guards["output"])
 
     async def _resolve_tools(self, name: str, namespace: str | None, agent: AgentDefinition) -> list[ToolDefinition]:
         """The tools one entry of a prompt's ``tools`` names: a code or plugin tool, an
@@ -549,21 +559,30 @@ class Runtime:
     async def start(self, thread_id: str, content: str | None = None, *, role: str = "user",
                     attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
                     side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
-                    start_side: Literal["a", "b"] = "a", silent: bool = False) -> asyncio.Task[ExecutionResult]:
-        """Start (or queue behind the running one) an execution; returns its task."""
+                    start_side: Literal["a", "b"] = "a", silent: bool = False,
+                    execution_id: str | None = None) -> asyncio.Task[ExecutionResult]:
+        """Start (or queue behind the running one) an execution; returns its task.
+
+        ``execution_id`` lets a caller know the id before the execution starts (it is the
+        ``executionId`` of its events)."""
         thread = await self.get_thread(thread_id)
         agent = await self.agent(thread.agent, thread.package)
         message = None
         if content is not None or parts or attachments:
             message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
                               attachments=list(attachments or []), side=side, metadata=dict(metadata or {}), silent=silent)
-        task = asyncio.create_task(self._execute(thread, agent, message, start_side))
+        task = asyncio.create_task(self._execute(thread, agent, message, start_side, execution_id))
         return task
 
     async def _execute(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
-                       start_side: Literal["a", "b"]) -> ExecutionResult:
+                       start_side: Literal["a", "b"], execution_id: str | None = None,
+                       resume: ExecutionRecord | None = None) -> ExecutionResult:
         async with self._lock(thread.id):
+            if resume is not None:
+                return await self._resume(thread, agent, resume)
             record = ExecutionRecord(thread_id=thread.id, side=start_side)
+            if execution_id:
+                record.id = execution_id
             ex = ExecutionState(id=record.id, side=start_side)
             state = ThreadState(self, thread, agent, thread.package, ex)
             execution = Execution(self, state, agent, record)
@@ -578,11 +597,19 @@ class Runtime:
                 else:
                     ex.message_history = place_summaries(await self.store.list_messages(thread.id))
                 if _has_unanswered_calls(ex.message_history):
-                    await self.repair_transcript(state)
+                    for waiting in await self.store.list_executions(thread_id=thread.id, status="waiting"):
+                        # a new message moves the conversation on: pending approvals lapse
+                        waiting.status = "cancelled"
+                        waiting.stop_reason = "cancelled"
+                        waiting.updated_at = now_ms()
+                        await self.store.save_execution(waiting)
+                    await self.repair_transcript(state, reason="the call was not approved before the conversation moved on"
+                                                 if message is not None else "no result was recorded for this call")
                 if message is not None:
                     setup = await self.side_setup(agent, start_side, thread.package)
                     state._hooks = setup.hooks
-                    await self.create_messages(state, [message], execution=record, hooks=setup.hooks)
+                    stored = await self.create_messages(state, [message], execution=record, hooks=setup.hooks)
+                    execution.user_message = stored[0]
                     state._hooks = None
                 else:
                     await self.store.save_execution(record)
@@ -602,6 +629,83 @@ class Runtime:
             finally:
                 self._running.pop(thread.id, None)
                 self._executions.pop(thread.id, None)
+
+    # approvals -----------------------------------------------------------------------------
+    async def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:
+        """The calls of a thread waiting for a decision, each with a fresh resume token."""
+        from .approvals import make_token, signing_secret
+
+        secret = await signing_secret(self.store)
+        out = []
+        for record in await self.store.list_executions(thread_id=thread_id, status="waiting"):
+            decided = record.state.get("decisions", {})
+            for item in record.state.get("pending", []):
+                if item["id"] in decided:
+                    continue
+                try:
+                    arguments: Any = json.loads(item.get("arguments") or "{}")
+                except ValueError:
+                    arguments = item.get("arguments")
+                out.append({"id": item["id"], "tool": item["name"], "arguments": arguments, "executionId": record.id,
+                            "token": make_token(secret, thread_id=thread_id, execution_id=record.id, call_id=item["id"])})
+        return out
+
+    async def decide(self, token: str, approved: bool, *, reason: str | None = None,
+                     thread_id: str | None = None) -> asyncio.Task[ExecutionResult] | None:
+        """Approve or deny one paused call. When it was the last pending call of its
+        execution, the same execution continues; its task is returned (else None).
+
+        Raises :class:`~standardagents.engine.approvals.ApprovalError` for a forged or stale
+        token, or a call that is no longer pending."""
+        from .approvals import ApprovalError, read_token, signing_secret
+
+        data = read_token(await signing_secret(self.store), token)
+        if thread_id is not None and data["thread_id"] != thread_id:
+            raise ApprovalError("this approval token belongs to another thread")
+        async with self._lock(data["thread_id"]):
+            record = await self.store.get_execution(data["execution_id"])
+            if record is None or record.status != "waiting":
+                raise ApprovalError("this approval is stale: the execution is no longer waiting")
+            pending = {p["id"] for p in record.state.get("pending", [])}
+            decisions = dict(record.state.get("decisions", {}))
+            if data["call_id"] not in pending or data["call_id"] in decisions:
+                raise ApprovalError("this approval is stale: the call was already decided")
+            decisions[data["call_id"]] = {"approved": bool(approved), "reason": reason}
+            record.state = {**record.state, "decisions": decisions}
+            complete = pending <= set(decisions)
+            if complete:
+                record.status = "running"
+            record.updated_at = now_ms()
+            await self.store.save_execution(record)
+        self.bus.emit("approval.decided", data["thread_id"], {"id": data["call_id"], "approved": bool(approved),
+                                                              "executionId": record.id, "reason": reason})
+        if not complete:
+            return None
+        thread = await self.get_thread(data["thread_id"])
+        agent = await self.agent(thread.agent, thread.package)
+        return asyncio.create_task(self._execute(thread, agent, None, record.side, resume=record))
+
+    async def _resume(self, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
+        """Continue a paused execution (lock held): the same record, its counters restored."""
+        saved = record.state
+        ex = ExecutionState(id=record.id, side=record.side, step_count=record.step_count)
+        ex.side_steps.update(saved.get("sideSteps", {}))
+        ex.session_turns = int(saved.get("sessionTurns", 0))
+        state = ThreadState(self, thread, agent, thread.package, ex)
+        execution = Execution(self, state, agent, record)
+        execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {})}
+        record.state = {k: v for k, v in saved.items() if k not in ("pending", "decisions")}
+        task = asyncio.current_task()
+        assert task is not None
+        self._running[thread.id] = task
+        self._executions[thread.id] = execution
+        try:
+            ex.message_history = place_summaries(await self.store.list_messages(thread.id))
+            self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": record.side, "resumed": True})
+            return await execution.run()
+        finally:
+            self._running.pop(thread.id, None)
+            self._executions.pop(thread.id, None)
 
     async def stop(self, thread_id: str) -> bool:
         """Cancel the running execution of a thread; True when one was running."""

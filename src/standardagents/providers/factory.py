@@ -20,6 +20,7 @@ __all__ = [
     "ProviderFactory",
     "ProviderSpec",
     "aclose_all",
+    "build_provider",
     "create_provider",
     "register_provider",
     "registered_providers",
@@ -107,17 +108,22 @@ def registered_providers() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def create_provider(spec: ProviderSpec) -> ModelProvider:
-    """The shared provider for ``spec`` (built on first use)."""
-    key = spec.cache_key()
-    cached = _CACHE.get(key)
-    if cached is not None:
-        return cached
+def build_provider(spec: ProviderSpec) -> ModelProvider:
+    """A new provider for ``spec``, owned by the caller (who closes it)."""
     factory = _FACTORIES.get(spec.provider)
     if factory is None:
         raise DefinitionError([("provider", f"unknown provider {spec.provider!r}; known: "
                                             + ", ".join(registered_providers()))])
-    provider = factory(spec)
+    return factory(spec)
+
+
+def create_provider(spec: ProviderSpec) -> ModelProvider:
+    """The shared provider for ``spec`` (built on first use, closed by :func:`aclose_all`)."""
+    key = spec.cache_key()
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    provider = build_provider(spec)
     _CACHE[key] = provider
     return provider
 

@@ -54,6 +54,9 @@ class StubReply:
     chunk_size: int = 4
     drop_connection: bool = False
     drop_after_chunks: int | None = None
+    #: streamed replies pause this long after ``stall_after_chunks`` chunks (a slow model mid-reply)
+    stall_after_chunks: int | None = None
+    stall_seconds: float = 30.0
     reasoning_field: str = "reasoning_content"
 
 
@@ -338,6 +341,8 @@ class OpenAIStub:
         for chunk in completion.chunks():
             if reply.drop_after_chunks is not None and sent >= reply.drop_after_chunks:
                 raise _DropConnection("dropped on purpose")
+            if reply.stall_after_chunks is not None and sent == reply.stall_after_chunks:
+                await self._pause(reply.stall_seconds)
             await send({"type": "http.response.body", "body": b"data: " + _dumps(chunk) + b"\n\n",
                         "more_body": True})
             sent += 1
