@@ -20,7 +20,7 @@ from standardagents.packages import (
     pack_project,
     register_packages,
 )
-from standardagents.project import load_project
+from standardagents.project import load_project, validate_project
 from standardagents.registry import Registry
 
 QS = "standardagent-assistant"
@@ -104,8 +104,8 @@ def test_the_host_own_definitions_stay_unsigned(host: Path) -> None:
 def test_only_entry_agents_are_entry_points(host: Path) -> None:
     registry = load_project_with_packages(host, installed=False)
     flags = {(e.package, e.name): e.entry_point for e in registry.all_entries("agents")}
-    assert flags == {(None, "host_agent"): False, (QS, "assistant"): True, (WR, "writer"): True,
-                     (WR, "reviewer"): False}
+    assert flags == {(None, "host_agent"): False, (QS, "assistant"): True, (QS, "researcher"): False,
+                     (WR, "writer"): True, (WR, "reviewer"): False}
 
 
 @pytest.mark.parametrize(("kind", "name", "namespace", "visible"), [
@@ -178,10 +178,10 @@ def test_a_packed_endpoint_key_colliding_with_a_local_one_is_a_problem(host: Pat
         async def status(request):
             return {"local": True}
     """})
-    registry = load_project(host)
-    problems = load_packages_into(registry, host, installed=False)
-    assert [p.message for p in problems] == [
-        "thread endpoint 'status.get' has the same key as a local thread endpoint (rename one: both would mount at the same path)"]
+    problems = [p.message for p in validate_project(host)]
+    assert "thread endpoint 'status.get' has the same key as a local thread endpoint (rename one: both would mount at the same path)" in problems
+    with pytest.raises(ProjectError, match=r"status\.get"):
+        load_project(host)
     with pytest.raises(ProjectError, match=r"status\.get"):
         load_project_with_packages(host, installed=False)
 

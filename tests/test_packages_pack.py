@@ -149,8 +149,13 @@ def test_unpack_writes_editable_files_back_into_a_project(quickstart: Path, tmp_
     target = pack_project(quickstart, "assistant", out_dir=tmp_path / "out")
     written = unpack(target, into=tmp_path / "fresh")
     rel = sorted(p.relative_to(tmp_path / "fresh").as_posix() for p in written)
-    assert rel == ["agents/agents/assistant.py", "agents/hooks/count_tool_calls.py",
-                   "agents/prompts/assistant_prompt.py", "agents/tools/calculate.py", "agents/tools/current_time.py"]
+    example = Path(__file__).parent.parent / "examples" / "quickstart"
+    reached = ["agents/agents/assistant.py", "agents/agents/researcher.py", "agents/hooks/count_tool_calls.py",
+               "agents/prompts/assistant_prompt.py", "agents/prompts/researcher_lead.py",
+               "agents/prompts/researcher_reviewer.py", "agents/tools/calculate.py", "agents/tools/current_time.py",
+               "agents/tools/deliver_findings.py", "agents/tools/report_progress.py", "agents/tools/save_notes.py"]
+    assert all((example / r).is_file() for r in reached)
+    assert rel == reached
     assert (tmp_path / "fresh/agents/tools/calculate.py").read_text() == (quickstart / "agents/tools/calculate.py").read_text()
 
 
