@@ -412,3 +412,60 @@ async def test_openapi_document_lists_the_routes(client: httpx.AsyncClient) -> N
     assert doc["openapi"].startswith("3.")
     assert f"{API}/threads/{{thread_id}}/messages" in doc["paths"]
     assert "post" in doc["paths"][f"{API}/threads"]
+
+
+# approvals over HTTP -------------------------------------------------------------------------
+
+APPROVAL_FILES = {
+    "agents/agents/ops.py": (
+        "from standardagents import define_agent\n"
+        "ops = define_agent(name='ops', side_a={'prompt': 'ops_prompt'})\n"),
+    "agents/prompts/ops_prompt.py": (
+        "from standardagents import define_prompt\n"
+        "ops_prompt = define_prompt(name='ops_prompt', prompt='x', tools=['wipe'])\n"),
+    "agents/tools/wipe.py": (
+        "from standardagents import define_tool\n"
+        "@define_tool(needs_approval=True)\n"
+        "def wipe(target: str) -> str:\n"
+        "    '''Wipe a target.'''\n"
+        "    return f'wiped {target}'\n"),
+}
+
+
+async def test_approvals_are_listed_decided_and_forged_tokens_refused(tmp_path):
+    import asyncio
+
+    from standardagents import Runtime
+    from standardagents.server import create_app
+    from standardagents.store import open_store
+
+    for rel, text in APPROVAL_FILES.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    rt = await Runtime.open(tmp_path, store=open_store(f"sqlite:///{tmp_path / 'a.db'}"))
+    app = create_app(rt, dev=True)
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        thread = (await client.post("/api/threads", json={"agent": "ops"})).json()
+        tid = thread["id"]
+        sent = await client.post(f"/api/threads/{tid}/messages?wait=true", json={"content": "wipe the cache"})
+        assert sent.json()["outcome"] == "approval_required"
+        pending = (await client.get(f"/api/threads/{tid}/approvals")).json()["approvals"]
+        assert [(p["tool"], p["arguments"]) for p in pending] == [("wipe", {"target": "target"})]
+        forged = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"] + "x", "approved": True})
+        assert forged.status_code == 403 and forged.json()["error"]["code"] == "invalid_approval"
+        bad = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"]})
+        assert bad.status_code == 422
+        ok = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"], "approved": True})
+        assert ok.status_code == 202 and ok.json()["resumed"] is True
+        for _ in range(200):
+            if not rt.is_running(tid) and (await client.get(f"/api/threads/{tid}/approvals")).json()["approvals"] == []:
+                messages = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+                if any(m["role"] == "tool" for m in messages):
+                    break
+            await asyncio.sleep(0.02)
+        tool = next(m for m in messages if m["role"] == "tool")
+        assert tool["content"] == "wiped target"
+        again = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"], "approved": True})
+        assert again.status_code == 403

@@ -7,7 +7,6 @@ first (401), then the thread (404), then the thread access policy (403).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import mimetypes
 from typing import Any
 
@@ -15,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from ..records import FileRecord, ThreadRecord
+from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
 from .auth import authenticate, caller_dict, require_thread
 from .errors import ApiError, read_json
@@ -199,24 +198,20 @@ def _keep(request: Request, task: asyncio.Task[Any]) -> None:
     task.add_done_callback(finished)
 
 
-async def _started_id(sub: Any, task: asyncio.Task[Any], rt: Any, thread_id: str) -> str | None:
-    """The execution id of ``task`` once it starts (it starts at once when the thread is idle)."""
-    try:
-        while True:
-            getter = asyncio.ensure_future(sub.queue.get())
-            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
-                getter.cancel()
-                with contextlib.suppress(BaseException):
-                    await getter
-                if not task.cancelled() and task.exception() is None:
-                    return str(task.result().execution_id)
-                return None
-            event = getter.result()
-            if event.type == "execution_started" and rt._running.get(thread_id) is task:
-                return str(event.data.get("executionId"))
-    finally:
-        sub.close()
+async def _until_started(sub: Any, task: asyncio.Task[Any], execution_id: str) -> None:
+    """Wait until the execution has stored the message and started (or ended early), so a 202
+    is only answered once the message is durable."""
+    while not task.done():
+        getter = asyncio.ensure_future(sub.queue.get())
+        done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+        if getter not in done:
+            getter.cancel()
+            with contextlib.suppress(BaseException):
+                await getter
+            return
+        event = getter.result()
+        if event.type in ("execution_started", "done") and event.data.get("executionId") == execution_id:
+            return
 
 
 async def send_message(request: Request) -> Response:
@@ -231,9 +226,10 @@ async def send_message(request: Request) -> Response:
         raise ApiError(422, "choose one of ?stream=true and ?wait=true")
     server = server_of(request)
     rt = server.runtime
+    execution_id = new_id("exe_")
     if wait:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
-                              metadata=fields["metadata"], silent=fields["silent"])
+                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id)
         _keep(request, task)
         result = await task
         return JSONResponse(result.to_dict())
@@ -243,22 +239,20 @@ async def send_message(request: Request) -> Response:
     queued = rt.is_running(thread.id)
     try:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
-                              metadata=fields["metadata"], silent=fields["silent"])
+                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id)
     except BaseException:
         sub.close()
         raise
     _keep(request, task)
     if stream:
         async def frames() -> Any:
-            async for event in turn_events(sub, task, rt, thread.id):
+            async for event in turn_events(sub, task, rt, thread.id, execution_id):
                 yield sse_encode(event)
 
         return sse_response(frames(), headers={"X-Thread-Id": thread.id})
-    if queued:
-        sub.close()
-        execution_id = None
-    else:
-        execution_id = await _started_id(sub, task, rt, thread.id)
+    if not queued:
+        await _until_started(sub, task, execution_id)
+    sub.close()
     prefix = server.prefix
     return JSONResponse({"threadId": thread.id, "executionId": execution_id, "queued": queued, "status": "accepted"},
                         status_code=202, headers={"Location": f"{prefix}/threads/{thread.id}/stream"})
@@ -269,6 +263,41 @@ async def stop_thread(request: Request) -> Response:
     thread = await require_thread(request, request.path_params["thread_id"], caller)
     stopped = await server_of(request).runtime.stop(thread.id)
     return JSONResponse({"threadId": thread.id, "stopped": stopped})
+
+
+# approvals -----------------------------------------------------------------------------------
+async def list_approvals(request: Request) -> Response:
+    """``GET .../approvals``: the calls waiting for a decision, each with its resume token."""
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    return JSONResponse({"approvals": await server_of(request).runtime.pending_approvals(thread.id)})
+
+
+async def decide_approval(request: Request) -> Response:
+    """``POST .../approvals`` with ``{"token", "approved": bool, "reason"?}``: approve or deny a
+    paused call; the last decision continues the same execution (202 with its id)."""
+    from ..engine.approvals import ApprovalError
+
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    body = await read_json(request)
+    token = body.get("token")
+    approved = body.get("approved")
+    if not isinstance(token, str) or not token:
+        raise ApiError(422, "send the approval's resume token as 'token'")
+    if not isinstance(approved, bool):
+        raise ApiError(422, "send 'approved': true or false")
+    reason = body.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ApiError(422, "'reason' must be a string")
+    try:
+        task = await server_of(request).runtime.decide(token, approved, reason=reason, thread_id=thread.id)
+    except ApprovalError as exc:
+        raise ApiError(403, str(exc), code="invalid_approval") from exc
+    if task is None:
+        return JSONResponse({"threadId": thread.id, "resumed": False, "status": "recorded"})
+    _keep(request, task)
+    return JSONResponse({"threadId": thread.id, "resumed": True, "status": "accepted"}, status_code=202)
 
 
 # files and logs ------------------------------------------------------------------------------
@@ -386,6 +415,8 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{t}/messages", list_messages, methods=["GET"]),
         Route(f"{t}/messages", send_message, methods=["POST"]),
         Route(f"{t}/stop", stop_thread, methods=["POST"]),
+        Route(f"{t}/approvals", list_approvals, methods=["GET"]),
+        Route(f"{t}/approvals", decide_approval, methods=["POST"]),
         Route(f"{t}/stream", thread_stream, methods=["GET"]),
         WebSocketRoute(f"{t}/ws", thread_ws),
         Route(f"{t}/files", list_files, methods=["GET"]),

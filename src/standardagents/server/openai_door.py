@@ -97,7 +97,8 @@ async def chat_completions(request: Request) -> Response:
     headers = {"X-Thread-Id": thread.id}
     if body.get("stream"):
         sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer)
-        task = await rt.start(thread.id, user_text)
+        execution_id = new_id("exe_")
+        task = await rt.start(thread.id, user_text, execution_id=execution_id)
         from .api import _keep
 
         _keep(request, task)
@@ -105,7 +106,7 @@ async def chat_completions(request: Request) -> Response:
         async def frames() -> AsyncIterator[bytes]:
             yield _chunk(cid, model, created, {"role": "assistant", "content": ""}, None, thread.id)
             finish = "stop"
-            async for event in turn_events(sub, task, rt, thread.id):
+            async for event in turn_events(sub, task, rt, thread.id, execution_id):
                 if event.type == "message_chunk" and event.data.get("delta"):
                     yield _chunk(cid, model, created, {"content": event.data["delta"]}, None, thread.id)
                 elif event.type == "done":

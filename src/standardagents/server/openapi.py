@@ -62,6 +62,12 @@ def openapi_document(prefix: str) -> dict[str, Any]:
                                                              {"name": "wait", "in": "query", "schema": {"type": "boolean"}}]),
         },
         f"{t}/stop": {"post": _op("Stop the running execution", params=[_THREAD_ID])},
+        f"{t}/approvals": {
+            "get": _op("Calls waiting for approval, with their resume tokens", params=[_THREAD_ID]),
+            "post": _op("Approve or deny a paused call; the last decision resumes the same execution",
+                        params=[_THREAD_ID], body={"type": "object", "required": ["token", "approved"], "properties": {
+                            "token": {"type": "string"}, "approved": {"type": "boolean"}, "reason": {"type": "string"}}}),
+        },
         f"{t}/stream": {"get": _op("Live events (SSE); includeReasoning=true adds reasoning chunks",
                                    content="text/event-stream", params=[_THREAD_ID, {
                                        "name": "includeReasoning", "in": "query", "schema": {"type": "boolean"}}])},

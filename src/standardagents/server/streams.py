@@ -159,13 +159,14 @@ async def thread_ws(websocket: WebSocket) -> None:
     await _ws_pump(websocket, _events(sub))
 
 
-async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str) -> AsyncIterator[Event]:
+async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str,
+                      execution_id: str | None = None) -> AsyncIterator[Event]:
     """The events of one execution (the one ``task`` runs), ending after its ``done``.
 
     The subscription must have been opened before the execution started so nothing is missed.
     Events of an execution queued ahead of it pass through too: a client sees the thread as is.
     """
-    mine: str | None = None
+    mine: str | None = execution_id
     try:
         while True:
             getter = asyncio.ensure_future(sub.queue.get())
@@ -181,8 +182,6 @@ async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, 
                         return
                 return
             event = getter.result()
-            if event.type == "execution_started" and mine is None and runtime._running.get(thread_id) is task:
-                mine = event.data.get("executionId")
             yield event
             if event.type == "done" and mine is not None and event.data.get("executionId") == mine:
                 return
