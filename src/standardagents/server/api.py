@@ -7,6 +7,7 @@ first (401), then the thread (404), then the thread access policy (403).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import mimetypes
 from typing import Any
 
