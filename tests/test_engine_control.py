@@ -201,3 +201,57 @@ async def test_cancel_during_a_streamed_reply_keeps_the_partial_text(stub, make_
     nxt = await rt.send(thread.id, "never mind")
     assert nxt.text == "A new answer."
     assert json.dumps(stub.requests[-1]["messages"]).count("Once upon") == 1
+
+
+# turn events ---------------------------------------------------------------------------------
+
+async def test_tool_events_carry_arguments_and_results_cut_to_the_limit(stub, make_runtime):
+    @define_tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    long = "x" * 500
+    stub.queue(StubReply(tool_calls=[("echo", json.dumps({"text": long}))]), "ok")
+    rt = await make_runtime(define_agent(name="helper", side_a={"prompt": "main"}),
+                            define_prompt(name="main", prompt="x", tools=["echo"]), echo, stub_model(stub))
+    rt.event_detail_limit = 100
+    sub = rt.subscribe()
+    await rt.run("helper", "echo")
+    events = _events(sub)
+    started = next(e.data for e in events if e.type == "tool_call_started")
+    done = next(e.data for e in events if e.type == "tool_call_done")
+    assert isinstance(started["arguments"], str)  # may still be a fragment: the call is streaming
+    assert done["arguments"].startswith('{"text": "xxx') and done["arguments"].endswith("more characters)")
+    assert done["result"] == "x" * 100 + "… (400 more characters)"
+    usage = [e.data for e in events if e.type == "usage"]
+    assert len(usage) == 2 and all(u["usage"]["total_tokens"] > 0 for u in usage)
+
+
+async def test_a_subagents_events_are_carried_on_the_parents_stream(stub, make_runtime):
+    child = define_agent(name="worker", type="dual_ai", expose_as_tool=True, tool_description="Does work.",
+                         max_session_turns=2, side_a={"prompt": "worker_a", "sessionStop": {"name": "finish", "messageProperty": "summary"}},
+                         side_b={"prompt": "worker_b"})
+
+    def responder(body: dict[str, Any]) -> Any:
+        system = body["messages"][0]["content"]
+        if system == "parent":
+            if any(m["role"] == "tool" for m in body["messages"]):
+                return StubReply(text="Parent done.")
+            return StubReply(tool_calls=[("worker", '{"message": "do it"}')])
+        return StubReply(tool_calls=[("finish", '{"summary": "work finished"}')])
+
+    stub.responder = responder
+    rt = await make_runtime(define_agent(name="boss", side_a={"prompt": "boss_prompt"}), child,
+                            define_prompt(name="boss_prompt", prompt="parent", tools=["worker"]),
+                            define_prompt(name="worker_a", prompt="child a", tools=["finish"]),
+                            define_prompt(name="worker_b", prompt="child b"), stub_model(stub))
+    thread = await rt.create_thread("boss")
+    sub = rt.subscribe(thread.id)
+    result = await rt.send(thread.id, "delegate")
+    assert result.text == "Parent done."
+    events = _events(sub)
+    nested = [e.data for e in events if e.type == "subagent_event"]
+    assert nested and all(n["threadId"] != thread.id for n in nested)
+    assert {n["event"]["type"] for n in nested} >= {"tool_call_started", "tool_call_done", "done"}
+    assert all(e.thread_id == thread.id for e in events)

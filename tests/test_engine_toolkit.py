@@ -30,8 +30,9 @@ async def test_broken_arguments_are_repaired_coerced_and_reported(stub, make_run
     (tool,) = await _tools(rt, result.thread_id)
     assert (tool.tool_status, tool.content) == ("success", "5")
     assert tool.metadata["repaired"] is True
-    done = [e.data for e in _drain(sub) if e.type == "tool_call_done"]
-    assert done == [{"id": done[0]["id"], "name": "add", "status": "success", "repaired": True}]
+    (done,) = [e.data for e in _drain(sub) if e.type == "tool_call_done"]
+    assert (done["name"], done["status"], done["repaired"], done["result"]) == ("add", "success", True, "5")
+    assert done["arguments"] == "{'a': '2', 'b': 3,}"
 
 
 async def test_truncated_arguments_are_refused_and_the_budget_ends_the_turn(stub, make_runtime):

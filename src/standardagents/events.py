@@ -107,11 +107,21 @@ class EventBus:
         self.maxsize = maxsize
         self._subs: dict[str | None, set[Subscription]] = {}
         self._listeners: list[Any] = []
+        #: child thread -> parent thread: a child's events are also carried on its parent's stream
+        self._relays: dict[str, str] = {}
 
     def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
         sub = Subscription(self, thread_id, maxsize or self.maxsize, reasoning)
         self._subs.setdefault(thread_id, set()).add(sub)
         return sub
+
+    def relay(self, child_thread_id: str, parent_thread_id: str) -> None:
+        """Carry a subagent's events on its parent's stream, wrapped as ``subagent_event``
+        tagged with the child's thread (nested subagents relay all the way up)."""
+        self._relays[child_thread_id] = parent_thread_id
+
+    def unrelay(self, child_thread_id: str) -> None:
+        self._relays.pop(child_thread_id, None)
 
     def add_listener(self, fn: Any) -> None:
         """A synchronous callable receiving every event (used for cross-process relays)."""
@@ -125,9 +135,13 @@ class EventBus:
                 del self._subs[sub.thread_id]
 
     def has_subscribers(self, thread_id: str) -> bool:
-        return bool(self._subs.get(thread_id) or self._subs.get(None) or self._listeners)
+        return bool(self._subs.get(thread_id) or self._subs.get(None) or self._listeners or thread_id in self._relays)
 
     def publish(self, event: Event) -> None:
+        parent = self._relays.get(event.thread_id) if self._relays else None
+        if parent is not None:
+            self.publish(Event("subagent_event", parent, {"threadId": event.thread_id,
+                                                           "event": {"type": event.type, "data": event.data}}))
         subs = self._subs
         if not subs and not self._listeners:
             return
@@ -140,5 +154,5 @@ class EventBus:
 
     def emit(self, type_: str, thread_id: str, data: dict[str, Any]) -> None:
         """Build and publish an event, skipping the work when nobody listens."""
-        if self._subs or self._listeners:
+        if self._subs or self._listeners or self._relays:
             self.publish(Event(type_, thread_id, data))

@@ -93,6 +93,7 @@ async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefiniti
     parent_hooks = await runtime._hooks_of(parent)
     await parent_hooks.notify("after_subagent_created", parent, child_state)
     runtime.bus.emit("subagent_created", parent.thread_id, {"id": link.id, "childThreadId": thread.id, "agent": child.name})
+    runtime.bus.relay(thread.id, parent.thread_id)
     try:
         result = await runtime.send(thread.id, message)
     except StandardAgentsError as exc:
@@ -100,6 +101,7 @@ async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefiniti
         await _finish(runtime, link, "failed", {"error": str(exc), "threadId": thread.id, "outcome": "error"})
         return ToolResult("error", error=f"subagent {child.name} failed: {exc}")
     finally:
+        runtime.bus.unrelay(thread.id)
         await flush_status(thread.id)
     payload = result.payload or {}
     text = payload.get("message") if result.payload is not None else result.text

@@ -115,3 +115,10 @@ _MISSING: Any = object()
 def dumps(value: Any) -> str:
     """Compact JSON for tool results and arguments."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def clip(text: str | None, limit: int) -> str | None:
+    """``text`` cut to ``limit`` characters (marked), for event payloads."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more characters)"

@@ -35,6 +35,7 @@ from ..toolcalls import (
 )
 from .approvals import make_token, signing_secret
 from .compaction import compact_if_needed, over_threshold
+from .context import clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .ondemand import CARRIED_KEY, save_carried
 from .state import ExecutionState, ThreadState
@@ -571,7 +572,8 @@ class Execution:
             await self._tool_started(call, setup, None if progress is None else str(progress))
 
     async def _tool_started(self, call: ToolCall, setup: SideSetup, progress: str | None) -> None:
-        self.bus.emit("tool_call_started", self.thread_id, {"id": call.id, "name": call.name, "progress": progress})
+        self.bus.emit("tool_call_started", self.thread_id, {"id": call.id, "name": call.name, "progress": progress,
+                                                            "arguments": clip(call.arguments, self.rt.event_detail_limit)})
         if setup.hooks.has("tool_call_started"):
             await setup.hooks.notify("tool_call_started", self.state, call, progress)
 

@@ -26,7 +26,7 @@ from ..store.base import Store
 from ..toolcalls import CapabilityLatches, prepare_tools
 from ..toolsets import PluginRegistry, merge_toolsets, plugins, resolve_tool_name
 from .compaction import place_summaries
-from .context import LLMCache, prompt_is_static, render_prompt
+from .context import LLMCache, clip, prompt_is_static, render_prompt
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
 from .state import ExecutionState, ThreadState
@@ -89,6 +89,8 @@ class Runtime:
         self.bus = bus or EventBus()
         self.model_override = model_override
         self.default_max_steps = default_max_steps
+        #: event payloads carry tool arguments and results cut to this many characters
+        self.event_detail_limit = 2000
         self.tool_timeout = tool_timeout
         self.llm_cache = LLMCache()
         #: which (endpoint, model) refused tool schemas, kept across restarts beside the store
@@ -469,7 +471,10 @@ class Runtime:
                          "metadata": meta, "created_at": now_ms()})
         stored = await self.create_messages(state, messages, execution=execution, tool_results=rows, hooks=hooks)
         for out in outcomes:
-            data: dict[str, Any] = {"id": out.call.id, "name": out.call.name, "status": out.result.status}
+            limit = self.event_detail_limit
+            data: dict[str, Any] = {"id": out.call.id, "name": out.call.name, "status": out.result.status,
+                                    "arguments": clip(out.call.arguments, limit), "result": clip(out.result.result, limit),
+                                    "durationMs": round(out.duration_ms, 3)}
             if out.repaired:
                 data["repaired"] = True
             if out.result.status == "error":
@@ -493,7 +498,8 @@ class Runtime:
                 toolbox.tools[name] = await self._resolve_tool(name, state.namespace, state.agent)
         await self.create_messages(state, [Message(thread_id=state.thread_id, role="assistant", tool_calls=[call], side=side,
                                                    metadata={"queued": True})], execution=execution, hooks=hooks)
-        self.bus.emit("tool_call_started", state.thread_id, {"id": call.id, "name": name, "progress": None})
+        self.bus.emit("tool_call_started", state.thread_id, {"id": call.id, "name": name, "progress": None,
+                                                             "arguments": clip(call.arguments, self.event_detail_limit)})
         await hooks.notify("tool_call_started", state, call, None)
         outcome = await run_tool_call(state, call, toolbox, hooks, default_timeout=self.tool_timeout)
         await self.store_tool_outcomes(state, [outcome], side, hooks, execution=execution)
