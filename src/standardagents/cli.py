@@ -97,41 +97,76 @@ def validate(project: ProjectArg) -> None:
             out.print(f"  {agent.name}: adds parent hook [bold]{req.hook}[/] ({req.stage}) - {req.reason}")
 
 
-async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reasoning: bool = False) -> Any:
-    """Send a message and print the reply as it streams, with tool activity."""
-    sub = rt.subscribe(thread_id, reasoning=show_reasoning)
-    task = await rt.start(thread_id, message)
+async def _print_turn(sub: Any, task: Any) -> Any:
+    """Print one execution's events as they come, until its ``done``; returns its result."""
     printed_text = False
     current_side: str | None = None
-    try:
-        while True:
-            event = await sub.get()
-            t, d = event.type, event.data
-            if t == "message_chunk":
-                side = d.get("side")
-                if side and side != current_side:
-                    current_side = side
-                    out.print(f"\n[bold cyan]{side.upper()}[/]: ", end="")
-                out.print(d["delta"], end="", markup=False)
-                printed_text = True
-            elif t == "reasoning_chunk":
-                out.print(f"[dim]{d['delta']}[/]", end="")
-            elif t == "tool_call_started":
-                progress = f" {d['progress']}" if d.get("progress") else ""
-                out.print(f"\n[dim]▸ {d['name']}{progress}[/]")
-            elif t == "tool_call_done":
-                mark = "[green]✓[/]" if d["status"] == "success" else f"[red]✗ {d.get('error', '')}[/]"
-                out.print(f"[dim]  {d['name']}[/] {mark}")
-            elif t == "error":
-                out.print(f"\n[red]error: {d.get('message')}[/]")
-            elif t == "done":
-                break
-    finally:
-        sub.close()
+    while True:
+        event = await sub.get()
+        t, d = event.type, event.data
+        if t == "message_chunk":
+            side = d.get("side")
+            if side and side != current_side:
+                current_side = side
+                out.print(f"\n[bold cyan]{side.upper()}[/]: ", end="")
+            out.print(d["delta"], end="", markup=False)
+            printed_text = True
+        elif t == "reasoning_chunk":
+            out.print(f"[dim]{escape(d['delta'])}[/]", end="")
+        elif t == "tool_call_started":
+            progress = f" {d['progress']}" if d.get("progress") else ""
+            out.print(f"\n[dim]▸ {escape(d['name'] + progress)}[/]")
+        elif t == "tool_call_done":
+            mark = "[green]✓[/]" if d["status"] == "success" else f"[red]✗ {escape(str(d.get('error', '')))}[/]"
+            out.print(f"[dim]  {escape(d['name'])}[/] {mark}")
+        elif t == "guardrail":
+            out.print(f"\n[yellow]guardrail {escape(str(d.get('guardrail')))} stopped the {d.get('kind')}: {escape(str(d.get('info')))}[/]")
+        elif t == "error":
+            out.print(f"\n[red]error: {escape(str(d.get('message')))}[/]")
+        elif t == "done":
+            break
     result = await task
     if printed_text:
         out.print()
     return result
+
+
+async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reasoning: bool = False,
+                      interactive: bool = False) -> Any:
+    """Send a message and print the reply as it streams, with tool activity. Ctrl-C stops the
+    turn (the partial reply is kept); approvals are asked for when ``interactive``."""
+    import signal
+
+    loop = asyncio.get_running_loop()
+    sub = rt.subscribe(thread_id, reasoning=show_reasoning)
+    task = await rt.start(thread_id, message)
+    handled = False
+    try:
+        loop.add_signal_handler(signal.SIGINT, lambda: loop.create_task(rt.stop(thread_id)))
+        handled = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        pass
+    try:
+        while True:
+            result = await _print_turn(sub, task)
+            if result.outcome != "approval_required" or not result.payload:
+                return result
+            next_task = None
+            for request in result.payload.get("approvals", []):
+                call = f"{request['tool']}({json.dumps(request['arguments'])})"
+                if not interactive:
+                    err.print(f"[yellow]waiting for approval:[/] {escape(call)}\n  approve: standardagents approve "
+                              f"PROJECT {request['token']}\n  deny:    standardagents approve PROJECT {request['token']} --deny")
+                    continue
+                answer = await loop.run_in_executor(None, input, f"Allow {call}? [y/N] ")
+                next_task = await rt.decide(request["token"], answer.strip().lower() in ("y", "yes")) or next_task
+            if next_task is None:
+                return result
+            task = next_task
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)
+        sub.close()
 
 
 @app.command()
@@ -172,7 +207,8 @@ def run(
                 result = await rt.send(thread_id, message)
                 out.print_json(json.dumps(result.to_dict()))
             else:
-                result = await _stream_run(rt, thread_id, message, show_reasoning=reasoning)
+                result = await _stream_run(rt, thread_id, message, show_reasoning=reasoning,
+                                           interactive=sys.stdin.isatty())
                 err.print(f"[dim]thread {thread_id} · {result.stop_reason}"
                           + (f" · {result.outcome}" if result.outcome not in (result.stop_reason, "response") else "") + "[/]")
             if result.stop_reason == "error":
@@ -219,10 +255,8 @@ def chat(
                     break
                 if not line.strip():
                     continue
-                try:
-                    await _stream_run(rt, thread_id, line)
-                except (KeyboardInterrupt, asyncio.CancelledError):
-                    await rt.stop(thread_id)
+                result = await _stream_run(rt, thread_id, line, interactive=True)
+                if result.stop_reason == "cancelled":
                     out.print("[dim](stopped)[/]")
             return 0
         finally:
@@ -259,6 +293,37 @@ def dev(
 
     out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
     _guard(lambda: run_server(project, host=host, port=port, reload=True, database_url=database_url, dev=True))
+
+
+@app.command()
+def approve(
+    project: ProjectArg,
+    token: Annotated[str, typer.Argument(help="The resume token of the paused call.")],
+    deny: Annotated[bool, typer.Option("--deny", help="Deny the call instead of approving it.")] = False,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (the model reads it when denied).")] = None,
+    database_url: DbOpt = None,
+) -> None:
+    """Approve (or deny) a tool call waiting for a person; the turn continues at once."""
+
+    async def main() -> int:
+        from .engine import Runtime
+        from .project import load_project
+
+        rt = await Runtime.open(load_project(project), database_url=database_url)
+        try:
+            task = await rt.decide(token, not deny, reason=reason)
+            if task is None:
+                out.print("recorded; other calls of this turn still wait for a decision")
+                return 0
+            result = await task
+            if result.text:
+                out.print(result.text, markup=False)
+            err.print(f"[dim]thread {result.thread_id} · {result.stop_reason}[/]")
+            return 0 if result.stop_reason != "error" else 1
+        finally:
+            await rt.aclose()
+
+    raise typer.Exit(_guard(lambda: asyncio.run(main())))
 
 
 schema_app = typer.Typer(help="Print JSON Schemas (for editors' autocompletion).", no_args_is_help=True)

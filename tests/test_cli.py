@@ -1,0 +1,111 @@
+"""The command line, in-process and as a subprocess, on the offline model."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from standardagents.cli import app
+
+runner = CliRunner()
+EXE = Path(sys.executable).parent / "standardagents"
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["STANDARDAGENTS_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    return env
+
+
+def test_init_creates_a_project_that_validates(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["init", str(tmp_path / "proj")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "proj" / "agents" / "agents" / "assistant.py").is_file()
+    checked = runner.invoke(app, ["validate", str(tmp_path / "proj")])
+    assert checked.exit_code == 0 and "ok:" in checked.output
+
+
+def test_init_refuses_an_existing_project(tmp_path: Path) -> None:
+    runner.invoke(app, ["init", str(tmp_path / "proj")])
+    again = runner.invoke(app, ["init", str(tmp_path / "proj")])
+    assert again.exit_code == 1 and "already holds an agents project" in again.output
+
+
+def test_validate_lists_every_broken_reference_with_its_file(tmp_path: Path) -> None:
+    (tmp_path / "agents" / "agents").mkdir(parents=True)
+    (tmp_path / "agents" / "prompts").mkdir(parents=True)
+    (tmp_path / "agents" / "agents" / "a.py").write_text(
+        "from standardagents import define_agent\n"
+        "a = define_agent(name='a', side_a={'prompt': 'missing_prompt'}, hooks=['nope'])\n")
+    (tmp_path / "agents" / "prompts" / "p.py").write_text(
+        "from standardagents import define_prompt\n"
+        "p = define_prompt(name='p', prompt='x', tools=['ghost'], model='no_model')\n")
+    (tmp_path / "agents" / "prompts" / "q.py").write_text(
+        "from standardagents import define_prompt\n"
+        "q = define_prompt(name='p', prompt='dup')\n")
+    (tmp_path / "agents" / "agents" / "bad.py").write_text(
+        "from standardagents import define_agent\n"
+        "b = define_agent(name='Bad-Name', type='dual_ai', side_a={'prompt': 'p', 'stopTool': 't'}, exposeAsTool=True)\n")
+    result = runner.invoke(app, ["validate", str(tmp_path)])
+    assert result.exit_code == 1
+    out = result.output
+    for expected in ("agents/agents/a.py: side_a.prompt: unknown prompt 'missing_prompt'",
+                     "agents/agents/a.py: hooks: unknown hook id 'nope'",
+                     "agents/prompts/p.py: tools: unknown tool 'ghost'",
+                     "agents/prompts/p.py: model: unknown model 'no_model'",
+                     "agents/prompts/q.py: duplicate prompt name 'p'",
+                     "not a snake_case name", "side_b", "tool_description", "stop_tool_response_property"):
+        assert expected in out, expected
+    assert "Traceback" not in out
+
+
+def test_run_streams_the_reply_and_tool_activity_as_a_subprocess(tmp_path: Path) -> None:
+    runner.invoke(app, ["init", str(tmp_path / "proj")])
+    done = subprocess.run([str(EXE), "run", str(tmp_path / "proj"), "--agent", "assistant", "What is 2 + 2?"],
+                          capture_output=True, text=True, env=_env(tmp_path), timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "calculate" in done.stdout and "2 + 2 = 4" in done.stdout
+    assert re.search(r"thread thr_\w+ · complete", done.stderr)
+
+
+def test_errors_are_one_clear_line_without_traceback(tmp_path: Path) -> None:
+    done = subprocess.run([str(EXE), "run", str(tmp_path / "nowhere"), "hi"], capture_output=True, text=True,
+                          env=_env(tmp_path), timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert "project folder does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_approval_waits_and_the_approve_command_continues_the_turn(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    (proj / "agents" / "agents").mkdir(parents=True)
+    (proj / "agents" / "prompts").mkdir()
+    (proj / "agents" / "tools").mkdir()
+    (proj / "agents" / "agents" / "ops.py").write_text(
+        "from standardagents import define_agent\nops = define_agent(name='ops', side_a={'prompt': 'ops_prompt'})\n")
+    (proj / "agents" / "prompts" / "ops_prompt.py").write_text(
+        "from standardagents import define_prompt\nops_prompt = define_prompt(name='ops_prompt', prompt='x', tools=['wipe'])\n")
+    (proj / "agents" / "tools" / "wipe.py").write_text(
+        "from standardagents import define_tool\n@define_tool(needs_approval=True)\n"
+        "def wipe(target: str) -> str:\n    '''Wipe.'''\n    return f'wiped {target}'\n")
+    env = _env(tmp_path)
+    first = subprocess.run([str(EXE), "run", str(proj), "wipe it"], capture_output=True, text=True, env=env,
+                           timeout=120, stdin=subprocess.DEVNULL)
+    assert first.returncode == 0, first.stderr
+    token = re.search(r"standardagents approve PROJECT (\S+)\n", first.stderr).group(1)
+    second = subprocess.run([str(EXE), "approve", str(proj), token], capture_output=True, text=True, env=env,
+                            timeout=120, stdin=subprocess.DEVNULL)
+    assert second.returncode == 0, second.stderr
+    assert "wipe -> wiped target" in second.stdout
+    third = subprocess.run([str(EXE), "approve", str(proj), token], capture_output=True, text=True, env=env,
+                           timeout=120, stdin=subprocess.DEVNULL)
+    assert third.returncode == 1 and "stale" in third.stderr
+
+
+def test_schema_prints_the_agent_document_schema() -> None:
+    result = runner.invoke(app, ["schema", "agent-document"])
+    assert result.exit_code == 0 and '"$schema"' in result.output
