@@ -8,8 +8,8 @@ Times are integer epoch milliseconds, as the spec's ``Date.now()`` values are.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -39,8 +39,8 @@ def now_ms() -> int:
 
 
 def new_id(prefix: str = "") -> str:
-    """A new unique id; the prefix only helps humans reading logs."""
-    return f"{prefix}{uuid.uuid4().hex}"
+    """A new unique id (128 random bits, as a UUID4 has); the prefix only helps humans."""
+    return prefix + os.urandom(16).hex()
 
 
 @dataclass(slots=True)

@@ -443,7 +443,8 @@ class Execution:
             u = response.usage.to_dict()
             for k, v in u.items():
                 self.usage[k] = self.usage.get(k, 0) + v
-            self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count})
+            if self.bus.has_subscribers(self.thread_id):
+                self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count})
         if setup.output_guardrails and text and not setup.model.stream:
             found = await run_guardrails(self.state, setup.output_guardrails, text, "output")
             if found is not None:

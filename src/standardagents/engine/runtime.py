@@ -102,6 +102,7 @@ class Runtime:
         self.plugins: PluginRegistry = plugins
         self._setups: dict[tuple[str, str, str | None], SideSetup] = {}
         self._providers: dict[str, ModelProvider] = {}
+        self._by_model: dict[int, tuple[ModelDefinition, ModelProvider]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._executions: dict[str, Execution] = {}
@@ -175,6 +176,14 @@ class Runtime:
 
     def provider_for(self, model: ModelDefinition) -> ModelProvider:
         """One shared provider per endpoint configuration."""
+        cached = self._by_model.get(id(model))
+        if cached is not None and cached[0] is model:
+            return cached[1]
+        provider = self._provider_for(model)
+        self._by_model[id(model)] = (model, provider)
+        return provider
+
+    def _provider_for(self, model: ModelDefinition) -> ModelProvider:
         from ..providers.factory import ProviderSpec, build_provider
 
         key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
@@ -197,6 +206,7 @@ class Runtime:
             raise NotFoundError("model", model_name)
         key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
         self._providers[key] = provider
+        self._by_model.clear()
 
     async def _model(self, name: str | None, namespace: str | None) -> ModelDefinition:
         override = self.model_override
@@ -413,10 +423,11 @@ class Runtime:
         stored = await self.store.commit_step(messages=prepared, tool_results=tool_results or [], execution=execution)
         ex = state.execution
         bus = self.bus
+        listening = bus.has_subscribers(state.thread_id)
         for m in stored:
             if ex is not None:
                 ex.message_history.append(m)
-            if not m.silent:
+            if listening and not m.silent:
                 bus.emit("message_created", state.thread_id, {"message": m.to_dict()})
         if hooks.has("after_create_message"):
             for m in stored:
@@ -470,7 +481,12 @@ class Runtime:
                          "result": res.result, "error": res.error, "stack": res.stack, "attachments": list(res.attachments),
                          "metadata": meta, "created_at": now_ms()})
         stored = await self.create_messages(state, messages, execution=execution, tool_results=rows, hooks=hooks)
+        listening = self.bus.has_subscribers(tid)
         for out in outcomes:
+            if not listening:
+                if hooks.has("tool_call_done"):
+                    await hooks.notify("tool_call_done", state, out.call, out.result)
+                continue
             limit = self.event_detail_limit
             data: dict[str, Any] = {"id": out.call.id, "name": out.call.name, "status": out.result.status,
                                     "arguments": clip(out.call.arguments, limit), "result": clip(out.result.result, limit),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,14 @@ def parse_arguments(text: str, tool: ToolDefinition | None) -> tuple[dict[str, A
     Almost-JSON is repaired and values are coerced to the tool's schema where the intent is
     plain (``"5"`` for an integer); text cut off mid-call is reported, never guessed at.
     """
+    if tool is not None and tool.args_model is not None and text[:1] == "{":
+        # Typed tools validate (and coerce) with their Pydantic model: strict JSON needs no more.
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value, None, False, []
     parsed = parse_tool_arguments(text, tool.parameters if tool else None)
     if parsed.value is None or parsed.error:
         problem = parsed.error or "arguments are not valid JSON"

@@ -21,6 +21,16 @@ from . import ops
 __all__ = ["CompiledSQL", "SQLiteFastPath"]
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _encode_json_or_null(value: Any) -> str | None:
+    """JSON for a nullable column; empty containers are stored as NULL (read back as empty)."""
+    if not value and isinstance(value, list | dict):
+        return None
+    return _ENCODER.encode(value)
+
+
 class CompiledSQL:
     """One Core statement compiled for a dialect with qmark parameters in a fixed order."""
 
@@ -32,8 +42,16 @@ class CompiledSQL:
             dialect=dialect, column_keys=list(column_keys) if column_keys else None))
         self.sql: str = compiled.string
         self.keys: tuple[str, ...] = tuple(compiled.positiontup or ())
+        table = getattr(stmt, "table", None)
+
+        def nullable(key: str) -> bool:
+            column = table.c.get(key) if table is not None else None
+            return bool(column is not None and column.nullable)
+
         self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
-            compiled.binds[k].type.dialect_impl(dialect).bind_processor(dialect) for k in self.keys
+            (_encode_json_or_null if nullable(k) else _ENCODER.encode) if isinstance(compiled.binds[k].type, JSON)
+            else compiled.binds[k].type.dialect_impl(dialect).bind_processor(dialect)
+            for k in self.keys
         )
         self.json_columns: tuple[int, ...] = ()
         if isinstance(stmt, Select):
