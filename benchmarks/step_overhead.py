@@ -6,6 +6,7 @@ model steps and K tool calls, on a new thread. Everything is really persisted (S
 WAL). Figures are medians over many runs, in microseconds:
 
 * ``µs/step`` = run time / (K+1), thread creation and the user's message included;
+* the marginal cost of a step = the slope of run time over K+1 (setup excluded);
 * ``µs/tool call`` = the extra cost of a second tool call per step, divided by K;
 * peak memory = tracemalloc peak of one run, and the process RSS.
 
@@ -107,6 +108,14 @@ async def amain(args: argparse.Namespace) -> None:
     base = rows[0]["step_us"]
     for r in rows[1:]:
         print(f"step cost at K={r['k']} / K={rows[0]['k']}: {r['step_us'] / base:.2f}x")
+    if len(rows) >= 2:
+        # run time = setup + (K+1) * step: the slope is the marginal cost of one more step
+        xs = [r["k"] + 1 for r in rows]
+        ys = [r["run_us"] for r in rows]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+        print(f"marginal cost of one step (model call + tool call + both commits): {slope:.0f} µs; "
+              f"per-run setup (thread, user message, execution record): {my - slope * mx:.0f} µs")
     print(f"max RSS: {rss_mb:.0f} MB")
     if args.json:
         print(json.dumps(rows))
