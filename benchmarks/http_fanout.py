@@ -134,9 +134,44 @@ async def measure(run: Callable[[], Awaitable[None]], n: int, reps: int) -> dict
     return {"wall_s": statistics.median(walls), "cpu_ms_per_run": statistics.median(cpus)}
 
 
+async def open_engine(base_url: str, stream: bool, workdir: str) -> Any:
+    """The whole engine on the same load: threads, tools and every message on a SQLite file."""
+    from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
+    from standardagents.project import build_registry
+    from standardagents.store import open_store
+
+    @define_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    registry = build_registry(
+        define_agent(name="bench", side_a={"prompt": "bench_prompt", "max_steps": MAX_REQUESTS}),
+        define_prompt(name="bench_prompt", prompt="You add numbers.", tools=["add"]),
+        define_model(name="default", provider="openai", model="stub-model", base_url=base_url, stream=stream,
+                     max_retries=0, timeout=60.0),
+        add,
+    )
+    return await Runtime.open(registry, store=open_store(f"sqlite:///{workdir}/fanout-{int(stream)}.db"))
+
+
 async def bench(base_url: str, n: int, reps: int, ideal: float) -> list[dict[str, Any]]:
+    import tempfile
+
     rows: list[dict[str, Any]] = []
+    workdir = tempfile.mkdtemp(prefix="fanout-")
     for stream in (False, True):
+        rt = await open_engine(base_url, stream, workdir)
+        try:
+            async def engine_run(rt: Any = rt) -> None:
+                result = await rt.run("bench", "Add 1 and 2, three times.")
+                if result.stop_reason != "complete":
+                    raise RuntimeError(f"run ended with {result.stop_reason}: {result.error}")
+
+            result = await measure(engine_run, n, reps)
+        finally:
+            await rt.aclose()
+        rows.append({"client": "standardagents Runtime (engine + SQLite)", "stream": stream, **result})
         provider = OpenAIProvider(base_url, api_key="sk-bench", timeout=60.0)
         try:
             result = await measure(lambda p=provider, s=stream: run_one(p, s), n, reps)  # type: ignore[misc]
