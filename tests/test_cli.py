@@ -100,7 +100,7 @@ def test_an_approval_waits_and_the_approve_command_continues_the_turn(tmp_path: 
     second = subprocess.run([str(EXE), "approve", str(proj), token], capture_output=True, text=True, env=env,
                             timeout=120, stdin=subprocess.DEVNULL)
     assert second.returncode == 0, second.stderr
-    assert "wipe -> wiped target" in second.stdout
+    assert "wipe -> wiped wipe it" in second.stdout
     third = subprocess.run([str(EXE), "approve", str(proj), token], capture_output=True, text=True, env=env,
                            timeout=120, stdin=subprocess.DEVNULL)
     assert third.returncode == 1 and "stale" in third.stderr

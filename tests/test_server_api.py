@@ -452,7 +452,7 @@ async def test_approvals_are_listed_decided_and_forged_tokens_refused(tmp_path):
         sent = await client.post(f"/api/threads/{tid}/messages?wait=true", json={"content": "wipe the cache"})
         assert sent.json()["outcome"] == "approval_required"
         pending = (await client.get(f"/api/threads/{tid}/approvals")).json()["approvals"]
-        assert [(p["tool"], p["arguments"]) for p in pending] == [("wipe", {"target": "target"})]
+        assert [(p["tool"], p["arguments"]) for p in pending] == [("wipe", {"target": "wipe the cache"})]
         forged = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"] + "x", "approved": True})
         assert forged.status_code == 403 and forged.json()["error"]["code"] == "invalid_approval"
         bad = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"]})
@@ -466,6 +466,6 @@ async def test_approvals_are_listed_decided_and_forged_tokens_refused(tmp_path):
                     break
             await asyncio.sleep(0.02)
         tool = next(m for m in messages if m["role"] == "tool")
-        assert tool["content"] == "wiped target"
+        assert tool["content"] == "wiped wipe the cache"
         again = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"], "approved": True})
         assert again.status_code == 403

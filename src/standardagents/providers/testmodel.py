@@ -134,10 +134,24 @@ def _object_for(schema: dict[str, Any], defs: dict[str, Any], depth: int) -> dic
     return {key: _value_for(key, props.get(key, {}), defs, depth) for key in names}
 
 
-def arguments_for_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Arguments that validate against a tool's parameter schema (required properties only)."""
+def arguments_for_schema(schema: dict[str, Any], hint: str | None = None) -> dict[str, Any]:
+    """Arguments that validate against a tool's parameter schema (required properties only).
+
+    With ``hint`` (the user's last message), the first free-text argument carries it, so an
+    offline demo passes the user's words to its tools."""
     defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
-    return _object_for(schema, defs, 0)
+    args = _object_for(schema, defs, 0)
+    if hint:
+        props: dict[str, Any] = schema.get("properties") or {}
+        for key in args:
+            prop = props.get(key) or {}
+            if prop.get("type") == "string" and not ({"enum", "const", "format", "pattern"} & set(prop)):
+                limit = prop.get("maxLength")
+                text = hint if limit is None else hint[: int(limit)]
+                if len(text) >= int(prop.get("minLength", 0)):
+                    args[key] = text
+                break
+    return args
 
 
 def _estimate_tokens(text: str) -> int:
@@ -236,9 +250,10 @@ class TestModelProvider(ModelProvider):
         results = [m for m in recent if m.get("role") == "tool"]
         if request.tools and not results:
             calls = []
+            hint = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else None
             for tool in request.tools:
                 fn = tool.get("function") or tool
-                args = arguments_for_schema(fn.get("parameters") or {})
+                args = arguments_for_schema(fn.get("parameters") or {}, hint)
                 calls.append(ToolCall(id=self._next_id(), name=str(fn.get("name", "tool")),
                                       arguments=json.dumps(args)))
             return ModelResponse(tool_calls=calls)

@@ -1,5 +1,6 @@
 import ast
 import operator
+import re
 
 from standardagents import define_tool
 
@@ -8,6 +9,7 @@ _OPS = {
     ast.Pow: operator.pow, ast.Mod: operator.mod, ast.FloorDiv: operator.floordiv,
     ast.USub: operator.neg, ast.UAdd: operator.pos,
 }
+_ARITHMETIC = re.compile(r"[-+(]*\d[\d.\s()+\-*/%^x×]*")
 
 
 def _evaluate(node: ast.AST) -> float:
@@ -22,12 +24,21 @@ def _evaluate(node: ast.AST) -> float:
     raise ValueError("only numbers and + - * / ** % // are allowed")
 
 
+def _expression(text: str) -> str:
+    """The arithmetic in ``text`` ("What is 12 x 7?" -> "12 * 7")."""
+    found = max(_ARITHMETIC.findall(text), key=len, default="").strip()
+    if not found:
+        raise ValueError(f"no arithmetic found in {text!r}")
+    return found.replace("×", "*").replace("x", "*").replace("^", "**")
+
+
 @define_tool(progress_argument="expression")
-def calculate(expression: str = "2 + 2") -> str:
+def calculate(expression: str) -> str:
     """Evaluate an arithmetic expression exactly.
 
     Args:
         expression: An arithmetic expression such as "17 * (3 + 4)".
     """
-    value = _evaluate(ast.parse(expression, mode="eval"))
-    return f"{expression} = {value:g}"
+    cleaned = _expression(expression)
+    value = _evaluate(ast.parse(cleaned, mode="eval"))
+    return f"{cleaned} = {value:g}"
