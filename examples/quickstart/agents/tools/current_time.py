@@ -1,4 +1,4 @@
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from standardagents import define_tool
 
@@ -10,5 +10,5 @@ def current_time(timezone_name: str = "UTC") -> str:
     Args:
         timezone_name: Only "UTC" is supported by this example.
     """
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return now.strftime("%A %d %B %Y, %H:%M UTC")
