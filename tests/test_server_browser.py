@@ -58,3 +58,47 @@ async def test_web_chat_streams_a_reply_with_a_tool_card(chromium: str, dev_serv
             assert await page.locator("#error").is_hidden()
         finally:
             await browser.close()
+
+
+APPROVAL_PROJECT = {
+    "agents/agents/ops.py": "from standardagents import define_agent\n"
+                            "ops = define_agent(name='ops', side_a={'prompt': 'ops_prompt'})\n",
+    "agents/prompts/ops_prompt.py": "from standardagents import define_prompt\n"
+                                    "ops_prompt = define_prompt(name='ops_prompt', prompt='x', tools=['wipe'])\n",
+    "agents/tools/wipe.py": "from standardagents import define_tool\n"
+                            "@define_tool(needs_approval=True)\n"
+                            "def wipe(target: str) -> str:\n"
+                            "    '''Wipe a target.'''\n"
+                            "    return f'wiped {target}'\n",
+}
+
+
+@pytest.fixture
+def approval_server(tmp_path: Path) -> Iterator[Any]:
+    from server_fixtures import serve_app
+
+    for rel, text in APPROVAL_PROJECT.items():
+        (tmp_path / "ops" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "ops" / rel).write_text(text)
+    yield from serve_app(tmp_path / "ops", f"sqlite+aiosqlite:///{tmp_path / 'ops.db'}", dev=True)
+
+
+async def test_web_chat_approves_a_paused_call_and_the_turn_continues(chromium: str, approval_server: Any) -> None:
+    from playwright.async_api import async_playwright, expect
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+        try:
+            page = await browser.new_page()
+            await page.goto(approval_server.base_url + "/")
+            await page.fill("#input", "clean the cache")
+            await page.click("#send")
+            card = page.locator(".tool-card")
+            await expect(card).to_have_attribute("data-state", "waiting", timeout=15_000)
+            await expect(card.locator(".tool-detail")).to_contain_text("clean the cache")
+            await card.locator("button.approve").click()
+            await expect(card).to_have_attribute("data-state", "done", timeout=15_000)
+            await expect(page.locator(".msg.assistant").last).to_contain_text("wiped clean the cache", timeout=15_000)
+            assert await page.locator("#error").is_hidden()
+        finally:
+            await browser.close()

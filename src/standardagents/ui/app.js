@@ -107,12 +107,57 @@ function onEvent(event) {
     case "tool_call_done":
       toolCard(d.id, d.name, d.status === "error" ? "failed" : "done", d.error || undefined);
       break;
+    case "approval.request":
+      approvalCard(d);
+      break;
+    case "guardrail":
+      showError(`Stopped by the ${d.kind} guardrail ${d.guardrail}` + (d.info ? `: ${JSON.stringify(d.info)}` : ""));
+      break;
     case "error":
       showError(d.message);
       break;
     case "done":
       if (d.outcome === "cancelled" || d.stopReason === "cancelled") ui.status.textContent = "stopped";
       break;
+  }
+}
+
+// A call waiting for a person: approve or deny it; the same turn then continues, followed live.
+function approvalCard(d) {
+  const el = toolCard(d.id, d.tool, "waiting", JSON.stringify(d.arguments));
+  if (el.querySelector(".approval")) return;
+  const row = document.createElement("div");
+  row.className = "approval";
+  for (const [label, approved] of [["Approve", true], ["Deny", false]]) {
+    const button = document.createElement("button");
+    button.textContent = label;
+    button.className = approved ? "approve" : "deny";
+    button.addEventListener("click", () => decide(d, approved, row));
+    row.appendChild(button);
+  }
+  el.appendChild(row);
+}
+
+async function decide(d, approved, row) {
+  row.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+  const thread = current;
+  streaming = new AbortController();
+  setBusy(true);
+  try {
+    const stream = await fetch(`${API}/threads/${thread}/stream`, { headers: headers(), signal: streaming.signal });
+    const body = JSON.stringify({ token: d.token, approved });
+    await api(`/threads/${thread}/approvals`, { method: "POST", headers: { "Content-Type": "application/json" }, body });
+    row.remove();
+    toolCard(d.id, d.tool, approved ? "running" : "failed", approved ? undefined : "denied");
+    await readSSE(stream, (event) => {
+      onEvent(event);
+      if (event.type === "done" && (event.data || {}).executionId === d.executionId) streaming.abort();
+    });
+  } catch (err) {
+    if (err.name !== "AbortError") { showError(err); row.querySelectorAll("button").forEach((b) => { b.disabled = false; }); }
+  } finally {
+    streaming = null;
+    setBusy(false);
   }
 }
 
