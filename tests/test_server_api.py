@@ -469,3 +469,49 @@ async def test_approvals_are_listed_decided_and_forged_tokens_refused(tmp_path):
         assert tool["content"] == "wiped wipe the cache"
         again = await client.post(f"/api/threads/{tid}/approvals", json={"token": pending[0]["token"], "approved": True})
         assert again.status_code == 403
+
+
+# effects over HTTP ---------------------------------------------------------------------------
+
+EFFECT_FILES = {
+    "agents/agents/planner.py": "from standardagents import define_agent\n"
+                                "planner = define_agent(name='planner', side_a={'prompt': 'planner_prompt'})\n",
+    "agents/prompts/planner_prompt.py": "from standardagents import define_prompt\n"
+                                        "planner_prompt = define_prompt(name='planner_prompt', prompt='x', tools=['remind'])\n",
+    "agents/tools/remind.py": "from standardagents import define_tool\n"
+                              "@define_tool\n"
+                              "async def remind(note: str, state=None) -> str:\n"
+                              "    '''Schedule a reminder.'''\n"
+                              "    effect_id = await state.schedule_effect('send_reminder', {'note': note}, delay=3600)\n"
+                              "    return effect_id\n",
+    "agents/effects/send_reminder.py": "from standardagents import define_effect\n"
+                                       "async def handler(state, args):\n"
+                                       "    await state.log('reminder: ' + args['note'])\n"
+                                       "send_reminder = define_effect('send_reminder', 'Send a reminder.', {'type': 'object'}, handler)\n",
+}
+
+
+async def test_effects_are_listed_and_cancelled_over_http(tmp_path):
+    from standardagents import Runtime
+    from standardagents.server import create_app
+    from standardagents.store import open_store
+
+    for rel, text in EFFECT_FILES.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    rt = await Runtime.open(tmp_path, store=open_store(f"sqlite:///{tmp_path / 'e.db'}"))
+    app = create_app(rt, dev=True)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                                                    base_url="http://t") as client:
+        tid = (await client.post("/api/threads", json={"agent": "planner"})).json()["id"]
+        done = await client.post(f"/api/threads/{tid}/messages?wait=true", json={"content": "remind me to stretch"})
+        assert done.json()["stopReason"] == "complete"
+        (effect,) = (await client.get(f"/api/threads/{tid}/effects")).json()["effects"]
+        assert (effect["name"], effect["status"], effect["args"]) == ("send_reminder", "pending", {"note": "remind me to stretch"})
+        cancelled = await client.post(f"/api/effects/{effect['id']}/cancel")
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        again = await client.post(f"/api/effects/{effect['id']}/cancel")
+        assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
+        missing = await client.post("/api/effects/eff_nope/cancel")
+        assert missing.status_code == 404
+        assert (await client.get(f"/api/threads/{tid}/effects?status=pending")).json()["effects"] == []

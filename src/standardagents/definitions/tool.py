@@ -38,6 +38,8 @@ class ToolDefinition(Definition):
     #: how ``execute`` is called: "kwargs" (typed function), "state_args" ((state, args)), "args" ((args))
     call_style: str = "kwargs"
     wants_state: bool = False
+    #: the handler's parameter that receives the ThreadState (typed functions)
+    state_param: str = "state"
     progress_argument: str | None = None
     needs_approval: bool = False
     guardrail: bool = False
@@ -70,7 +72,7 @@ class ToolDefinition(Definition):
     async def invoke(self, state: Any, args: dict[str, Any]) -> Any:
         """Call the handler in its own style; awaits coroutines, runs sync handlers inline."""
         if self.call_style == "kwargs":
-            result = self.execute(state, **args) if self.wants_state else self.execute(**args)
+            result = self.execute(**args, **{self.state_param: state}) if self.wants_state else self.execute(**args)
         elif self.call_style == "state_args":
             payload: Any = self.args_model.model_validate(args) if self.args_model else args
             result = self.execute(state, payload)
@@ -103,11 +105,13 @@ def _from_function(func: Callable[..., Any], name: str | None) -> dict[str, Any]
     summary, param_docs = _doc_params(func)
     fields: dict[str, Any] = {}
     wants_state = False
+    state_param = "state"
     for pname, param in sig.parameters.items():
         annotation = hints.get(pname, param.annotation)
         ann_text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
         if pname in _STATE_NAMES or ann_text == "ThreadState":
             wants_state = True
+            state_param = pname
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
@@ -132,6 +136,7 @@ def _from_function(func: Callable[..., Any], name: str | None) -> dict[str, Any]
         "args_model": model,
         "call_style": "kwargs",
         "wants_state": wants_state,
+        "state_param": state_param,
     }
 
 

@@ -301,6 +301,35 @@ async def decide_approval(request: Request) -> Response:
     return JSONResponse({"threadId": thread.id, "resumed": True, "status": "accepted"}, status_code=202)
 
 
+# effects -------------------------------------------------------------------------------------
+def effect_dict(e: Any) -> dict[str, Any]:
+    return {"id": e.id, "threadId": e.thread_id, "name": e.name, "args": e.args, "runAt": e.run_at,
+            "status": e.status, "attempts": e.attempts, "lastError": e.last_error, "result": e.result,
+            "createdAt": e.created_at, "updatedAt": e.updated_at}
+
+
+async def list_effects(request: Request) -> Response:
+    """``GET .../effects``: the thread's scheduled effects (``?status=`` filters)."""
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    status = request.query_params.get("status") or None
+    effects = await server_of(request).runtime.store.list_effects(thread_id=thread.id, status=status)
+    return JSONResponse({"effects": [effect_dict(e) for e in effects]})
+
+
+async def cancel_effect(request: Request) -> Response:
+    """``POST {prefix}/effects/{id}/cancel``: cancel a pending effect (409 once it ran)."""
+    caller = await authenticate(request)
+    store = server_of(request).runtime.store
+    effect = await store.get_effect(request.path_params["effect_id"])
+    if effect is None:
+        raise ApiError(404, f"unknown effect {request.path_params['effect_id']!r}")
+    await require_thread(request, effect.thread_id, caller)
+    if not await store.cancel_effect(effect.id):
+        raise ApiError(409, f"effect {effect.id} is {effect.status} and can no longer be cancelled")
+    return JSONResponse(effect_dict(await store.get_effect(effect.id)))
+
+
 # files and logs ------------------------------------------------------------------------------
 def _file_path(request: Request) -> str:
     path = request.path_params["path"].strip("/")
@@ -417,6 +446,8 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{t}/messages", send_message, methods=["POST"]),
         Route(f"{t}/stop", stop_thread, methods=["POST"]),
         Route(f"{t}/approvals", list_approvals, methods=["GET"]),
+        Route(f"{t}/effects", list_effects, methods=["GET"]),
+        Route(f"{p}/effects/{{effect_id}}/cancel", cancel_effect, methods=["POST"]),
         Route(f"{t}/approvals", decide_approval, methods=["POST"]),
         Route(f"{t}/stream", thread_stream, methods=["GET"]),
         WebSocketRoute(f"{t}/ws", thread_ws),

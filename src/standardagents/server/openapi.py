@@ -62,6 +62,10 @@ def openapi_document(prefix: str) -> dict[str, Any]:
                                                              {"name": "wait", "in": "query", "schema": {"type": "boolean"}}]),
         },
         f"{t}/stop": {"post": _op("Stop the running execution", params=[_THREAD_ID])},
+        f"{t}/effects": {"get": _op("Scheduled effects of the thread", params=[_THREAD_ID, {
+            "name": "status", "in": "query", "schema": {"type": "string"}}])},
+        f"{p}/effects/{{effect_id}}/cancel": {"post": _op("Cancel a pending effect", params=[
+            {"name": "effect_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
         f"{t}/approvals": {
             "get": _op("Calls waiting for approval, with their resume tokens", params=[_THREAD_ID]),
             "post": _op("Approve or deny a paused call; the last decision resumes the same execution",
