@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..engine.runtime import Runtime
+from ..relay import relay_for_store
 from .api import api_routes
 from .endpoints import EndpointTable, dispatch_controller, dispatch_thread_endpoint
 from .errors import BodyLimitMiddleware, ErrorMiddleware, http_exception_handler
@@ -79,9 +80,16 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             app.state.server = _state(rt, prefix, dev, max_body, builtins)
         scheduler = EffectScheduler(rt)
         scheduler.start()
+        # PostgreSQL: other workers' live events reach this worker's streams (SQLite: none)
+        relay = relay_for_store(rt.bus, rt.store)
+        if relay is not None:
+            await relay.start()
+            app.state.server.extra["relay"] = relay
         try:
             yield
         finally:
+            if relay is not None:
+                await relay.aclose()
             await scheduler.stop()
             for task in list(app.state.server.extra.get("tasks", ())):
                 task.cancel()

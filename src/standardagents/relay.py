@@ -1,0 +1,331 @@
+"""Live events across worker processes through PostgreSQL ``LISTEN/NOTIFY``.
+
+With several server workers on one PostgreSQL database, a client's stream may be served by
+a worker other than the one running the thread. A :class:`PostgresRelay` joins the
+processes' :class:`~standardagents.events.EventBus` es: every event published locally is
+sent as a notification, and every notification from another process is published on the
+local bus.
+
+Wire format: one notification is ``<origin>:<seq>:<part>:<parts>:<chunk>``. ``origin``
+names the sending process (a process skips its own, so nothing echoes), ``seq`` numbers
+its messages, and the event's JSON (ASCII-only, so characters are bytes) is split into
+chunks that fit PostgreSQL's 8000-byte payload limit. A sender's notifications arrive in
+order, so a receiver only joins consecutive parts; a message missing a part (the listener
+reconnected in between) is dropped. Splitting needs no table, no cleanup and no second
+round trip on the receiving side.
+
+Sending never happens on the publisher's path: the bus listener appends to a bounded queue
+and one task sends what has gathered in a single statement. When the queue is full, events
+are dropped, counted in :attr:`PostgresRelay.dropped` and logged. Events published while the
+connection is down wait in the queue; notifications sent by others meanwhile are lost
+(clients catch up from the store).
+
+SQLite has no relay: it is a single-host database, and several workers on SQLite each see
+only the live events of the executions they run themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import re
+import threading
+import uuid
+from typing import Any
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+from .events import Event, EventBus
+from .exceptions import StoreError
+
+__all__ = ["DEFAULT_CHANNEL", "MAX_PAYLOAD", "PostgresRelay", "asyncpg_dsn", "channel_for_schema", "relay_for_store"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHANNEL = "standardagents_events"
+#: bytes of one notification payload (PostgreSQL refuses 8000 and more)
+MAX_PAYLOAD = 7900
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+_SEND_SQL = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p"
+
+
+def asyncpg_dsn(url: str) -> str:
+    """A database URL as asyncpg expects it (``postgresql://``, no SQLAlchemy driver suffix)."""
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise StoreError(f"invalid database URL {url!r}: {exc}") from exc
+    if parsed.get_backend_name() not in ("postgresql", "postgres"):
+        raise StoreError(f"the event relay needs a PostgreSQL URL, got {url!r}")
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def channel_for_schema(schema: str | None) -> str:
+    """The channel of a store: notifications are database-wide, so each schema gets its own."""
+    if not schema:
+        return DEFAULT_CHANNEL
+    safe = re.sub(r"[^a-z0-9_]", "_", schema.lower())
+    return f"{DEFAULT_CHANNEL}_{safe}"[:63]
+
+
+class PostgresRelay:
+    """Carries a bus's events to, and receives them from, other processes on one database.
+
+    ``maxsize`` bounds the send queue; ``batch`` caps the notifications per statement;
+    ``keepalive`` is how many idle seconds pass before the connection is checked, so a
+    silently dead network is noticed; ``retry`` is the first pause before reconnecting
+    (doubling up to 5 s).
+    """
+
+    def __init__(self, bus: EventBus, url: str, *, channel: str = DEFAULT_CHANNEL, maxsize: int = 10_000,
+                 batch: int = 500, keepalive: float = 15.0, retry: float = 0.05) -> None:
+        self.bus = bus
+        self.dsn = asyncpg_dsn(url)
+        self.channel = channel
+        self.maxsize = maxsize
+        self.batch = batch
+        self.keepalive = keepalive
+        self.retry = retry
+        #: this process's name on the wire
+        self.origin = uuid.uuid4().hex
+        #: events dropped because the send queue was full
+        self.dropped = 0
+        #: events sent / received and published locally
+        self.sent = 0
+        self.received = 0
+        #: successful connections so far (1 after start, more after each reconnect)
+        self.connections = 0
+        self._queue: collections.deque[Event] = collections.deque()
+        self._seq = 0
+        self._partial: dict[str, tuple[int, int, list[str]]] = {}
+        self._inbound = False
+        self._conn: asyncpg.Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread_id: int | None = None
+        self._wake = asyncio.Event()
+        self._lost = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._closing = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def connected(self) -> bool:
+        conn = self._conn
+        return conn is not None and not conn.is_closed()
+
+    async def start(self) -> None:
+        """Connect, listen and begin relaying; raises :class:`StoreError` when the first
+        connection fails (later losses are retried in the background)."""
+        if self._task is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._thread_id = threading.get_ident()
+        self._closing = False
+        await self._connect()
+        self.bus.add_listener(self._on_local)
+        self._task = asyncio.create_task(self._supervise(), name="standardagents-relay")
+
+    async def aclose(self) -> None:
+        """Stop relaying and close the connection (events still queued are sent first when
+        the connection is up)."""
+        if self._task is None:
+            return
+        with contextlib.suppress(ValueError):
+            self.bus._listeners.remove(self._on_local)
+        self._closing = True
+        self._wake.set()
+        task, self._task = self._task, None
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 5.0)
+        except (TimeoutError, asyncio.CancelledError):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._disconnect()
+
+    async def wait_connected(self, count: int = 1, timeout: float = 10.0) -> None:  # noqa: ASYNC109 - a bounded wait for callers
+        """Wait until the relay has connected ``count`` times and is connected now."""
+        async def ready() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: self.connections >= count and self.connected)
+
+        await asyncio.wait_for(ready(), timeout)
+
+    async def __aenter__(self) -> PostgresRelay:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------ local side
+
+    def _on_local(self, event: Event) -> None:
+        """Bus listener: queue the event (never awaits, never raises)."""
+        if self._inbound:
+            return
+        if len(self._queue) >= self.maxsize:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.warning("event relay queue full (%d events): %d events not sent to other workers so far",
+                            self.maxsize, self.dropped)
+            return
+        self._queue.append(event)
+        loop = self._loop
+        if loop is None:
+            return
+        if threading.get_ident() == self._thread_id:
+            self._wake.set()
+        else:
+            loop.call_soon_threadsafe(self._wake.set)
+
+    def _encode(self, event: Event) -> list[str]:
+        """The notification payloads of one event (several when it is large)."""
+        self._seq += 1
+        body = _ENCODER.encode({"t": event.type, "th": event.thread_id, "d": event.data, "ts": event.ts})
+        head_room = MAX_PAYLOAD - 64
+        parts = [body[i:i + head_room] for i in range(0, len(body), head_room)] or [""]
+        total = len(parts)
+        return [f"{self.origin}:{self._seq}:{i}:{total}:{chunk}" for i, chunk in enumerate(parts)]
+
+    # ------------------------------------------------------------ connection
+
+    async def _connect(self) -> None:
+        try:
+            conn = await asyncpg.connect(self.dsn, timeout=10)
+        except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+            raise StoreError(f"event relay cannot connect to PostgreSQL: {exc}") from exc
+        try:
+            await conn.add_listener(self.channel, self._on_notify)
+        except BaseException:
+            await conn.close()
+            raise
+        conn.add_termination_listener(self._on_terminated)
+        self._partial.clear()
+        self._lost.clear()
+        self._conn = conn
+        async with self._changed:
+            self.connections += 1
+            self._changed.notify_all()
+
+    def _on_terminated(self, _conn: Any) -> None:
+        self._lost.set()
+        self._wake.set()
+
+    async def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(Exception):
+                await conn.close(timeout=2)
+
+    async def _supervise(self) -> None:
+        """Send until the connection is lost, then reconnect with backoff; repeat."""
+        pause = self.retry
+        while not self._closing:
+            if self._conn is None:
+                try:
+                    await self._connect()
+                    pause = self.retry
+                    log.info("event relay reconnected to PostgreSQL")
+                except (StoreError, asyncpg.PostgresError, OSError) as exc:
+                    log.warning("event relay: %s; retrying in %.2fs", exc, pause)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 5.0)
+                    continue
+            await self._send_until_lost()
+            await self._disconnect()
+
+    async def _send_until_lost(self) -> None:
+        conn = self._conn
+        assert conn is not None
+        while True:
+            if not self._queue:
+                if self._closing or self._lost.is_set():
+                    return
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.keepalive)
+                except TimeoutError:
+                    if not await self._alive(conn):
+                        return
+                continue
+            if self._lost.is_set():
+                return
+            batch: list[Event] = []
+            while self._queue and len(batch) < self.batch:
+                batch.append(self._queue.popleft())
+            payloads = [p for event in batch for p in self._encode(event)]
+            try:
+                await conn.execute(_SEND_SQL, self.channel, payloads)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                # put the batch back (oldest first) so it goes out after reconnecting
+                self._queue.extendleft(reversed(batch))
+                while len(self._queue) > self.maxsize:
+                    self._queue.pop()
+                    self.dropped += 1
+                log.warning("event relay lost its connection while sending: %s", exc)
+                self._lost.set()
+                return
+            self.sent += len(batch)
+
+    async def _alive(self, conn: asyncpg.Connection) -> bool:
+        try:
+            await conn.fetchval("SELECT 1", timeout=self.keepalive)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            self._lost.set()
+            return False
+        return True
+
+    # ------------------------------------------------------------ remote side
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            origin, seq, part, total, chunk = payload.split(":", 4)
+            if origin == self.origin:
+                return
+            index, count = int(part), int(total)
+        except ValueError:
+            log.warning("event relay ignored a notification it cannot read (%d bytes)", len(payload))
+            return
+        if count == 1:
+            body = chunk
+        else:
+            key = origin
+            seen = self._partial.get(key)
+            if index == 0:
+                self._partial[key] = (int(seq), count, [chunk])
+                return
+            if seen is None or seen[0] != int(seq) or len(seen[2]) != index:
+                self._partial.pop(key, None)  # a part went missing: drop the whole message
+                return
+            seen[2].append(chunk)
+            if index + 1 < count:
+                return
+            del self._partial[key]
+            body = "".join(seen[2])
+        try:
+            raw = json.loads(body)
+            event = Event(raw["t"], raw["th"], raw["d"], ts=raw["ts"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("event relay ignored a malformed event from %s", origin)
+            return
+        self.received += 1
+        self._inbound = True
+        try:
+            self.bus.publish(event)
+        finally:
+            self._inbound = False
+
+
+def relay_for_store(bus: EventBus, store: Any) -> PostgresRelay | None:
+    """A relay for a runtime's store when it is PostgreSQL (on the store's schema channel),
+    else ``None``."""
+    if getattr(store, "dialect", None) != "postgresql":
+        return None
+    return PostgresRelay(bus, store.url, channel=channel_for_schema(getattr(store, "schema", None)))
