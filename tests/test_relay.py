@@ -18,6 +18,7 @@ import pytest
 from server_fixtures import write_project
 from standardagents import Runtime
 from standardagents.events import Event, EventBus, Subscription
+from standardagents.exceptions import StoreError
 from standardagents.relay import (
     MAX_PAYLOAD,
     PostgresRelay,
@@ -171,6 +172,14 @@ async def test_full_send_queue_drops_and_counts_the_overflow(pg_url: str) -> Non
     assert [e.data["n"] for e in got] == [0, 1, 2]
     assert last.data == {"n": "last"}
     assert relay_a.dropped == 7 and relay_a.sent == 4
+
+
+async def test_start_names_the_unreachable_database(tmp_path: Path) -> None:
+    relay = PostgresRelay(EventBus(), "postgresql://postgres@127.0.0.1:1/none")
+    with pytest.raises(StoreError, match="event relay cannot connect to PostgreSQL"):
+        await relay.start()
+    with pytest.raises(StoreError, match="needs a PostgreSQL URL"):
+        PostgresRelay(EventBus(), f"sqlite:///{tmp_path / 'x.db'}")
 
 
 async def test_relay_for_store_only_for_postgresql_and_per_schema(pg_url: str, tmp_path: Path) -> None:

@@ -55,7 +55,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
                close_runtime: bool = True) -> Starlette:
     """The server app for a runtime (or an async factory opening one at start-up).
 
-    The lifespan starts the effect scheduler and, at shutdown, stops it and closes the runtime
+    The lifespan starts the effect scheduler (and, on a PostgreSQL store, the event relay that
+    carries live events between workers) and, at shutdown, stops them and closes the runtime
     (unless ``close_runtime`` is false). Route collisions among the project's endpoints are
     logged at start-up and listed on ``app.state.server.endpoints.collisions``.
     """
@@ -82,10 +83,10 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         scheduler.start()
         # PostgreSQL: other workers' live events reach this worker's streams (SQLite: none)
         relay = relay_for_store(rt.bus, rt.store)
-        if relay is not None:
-            await relay.start()
-            app.state.server.extra["relay"] = relay
         try:
+            if relay is not None:
+                await relay.start()
+                app.state.server.extra["relay"] = relay
             yield
         finally:
             if relay is not None:
@@ -126,7 +127,9 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
     """Serve a project with uvicorn until interrupted.
 
     With several workers or reload, each process builds its own app from environment
-    variables (``factory_from_env``); otherwise the app is built here.
+    variables (``factory_from_env``); otherwise the app is built here. Several workers share
+    live events only on PostgreSQL (``standardagents.relay``); on SQLite each worker's streams
+    show only the executions that worker runs.
     """
     import uvicorn
 
