@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +108,8 @@ class Runtime:
         self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._executions: dict[str, Execution] = {}
         self._closed = False
+        #: who runs this runtime's executions (host and process), for crash recovery
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
         #: threads created here that have no messages yet (their history need not be read)
         self._fresh: set[str] = set()
 
@@ -128,6 +131,7 @@ class Runtime:
             store = open_store(database_url, project_dir=Path(root))
         await store.open()
         runtime = cls(registry, store, **options)
+        await runtime.recover()
         if registry.root is not None:
             runtime._capabilities_file = Path(registry.root) / ".standardagents" / "capabilities.json"
             if runtime._capabilities_file.is_file():
@@ -602,7 +606,7 @@ class Runtime:
         async with self._lock(thread.id):
             if resume is not None:
                 return await self._resume(thread, agent, resume)
-            record = ExecutionRecord(thread_id=thread.id, side=start_side)
+            record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": self.owner})
             if execution_id:
                 record.id = execution_id
             ex = ExecutionState(id=record.id, side=start_side)
@@ -651,6 +655,36 @@ class Runtime:
             finally:
                 self._running.pop(thread.id, None)
                 self._executions.pop(thread.id, None)
+
+    # crash recovery ------------------------------------------------------------------------
+    async def recover(self) -> list[str]:
+        """Settle executions left ``running`` by a process of this host that is gone: they are
+        marked interrupted and their unanswered tool calls get error results, so the thread
+        takes its next message normally. Returns the ids settled. (Executions owned by other
+        hosts are left to them.)"""
+        host = socket.gethostname()
+        settled: list[str] = []
+        for record in await self.store.list_executions(status="running"):
+            owner = str(record.state.get("owner", ""))
+            owner_host, _, pid = owner.rpartition(":")
+            if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+                continue
+            record.status = "interrupted"
+            record.stop_reason = "interrupted"
+            record.error = "the process running this execution stopped"
+            record.updated_at = now_ms()
+            await self.store.save_execution(record)
+            thread = await self.store.get_thread(record.thread_id)
+            if thread is not None:
+                agent = None
+                if self.registry.has("agents", thread.agent, thread.package):
+                    agent = await self.agent(thread.agent, thread.package)
+                state = ThreadState(self, thread, agent, thread.package)
+                state._hooks = HookSet()
+                await self.repair_transcript(state, reason="the process running this call stopped before it finished")
+            settled.append(record.id)
+            log.warning("recovered execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
+        return settled
 
     # approvals -----------------------------------------------------------------------------
     async def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:
@@ -763,6 +797,19 @@ class Runtime:
                 await rt.aclose()
 
         return asyncio.run(main())
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this host still runs."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _has_unanswered_calls(history: list[Message]) -> bool:

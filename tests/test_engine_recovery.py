@@ -1,0 +1,81 @@
+"""A process killed mid-turn loses nothing: the next runtime settles its execution."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from standardagents import Runtime
+from standardagents.store import open_store
+
+PROJECT = {
+    "agents/agents/worker.py": "from standardagents import define_agent\n"
+                               "worker = define_agent(name='worker', side_a={'prompt': 'worker_prompt'})\n",
+    "agents/prompts/worker_prompt.py": "from standardagents import define_prompt\n"
+                                       "worker_prompt = define_prompt(name='worker_prompt', prompt='x', tools=['slow_job'])\n",
+    "agents/tools/slow_job.py": textwrap.dedent('''
+        import asyncio
+        from pathlib import Path
+
+        from standardagents import define_tool
+
+
+        @define_tool
+        async def slow_job(task: str) -> str:
+            """Runs for a long time the first time (the process is killed meanwhile)."""
+            marker = Path(__file__).with_name("started")
+            if marker.exists():
+                return "quick this time"
+            marker.write_text("yes")
+            print("STARTED", flush=True)
+            await asyncio.sleep(3600)
+            return "never"
+    '''),
+}
+
+SCRIPT = textwrap.dedent('''
+    import asyncio, sys
+    from standardagents import Runtime
+    from standardagents.store import open_store
+
+    async def main():
+        rt = await Runtime.open(sys.argv[1], store=open_store(sys.argv[2]))
+        thread = await rt.create_thread("worker")
+        print(thread.id, flush=True)
+        await rt.send(thread.id, "run the job")
+
+    asyncio.run(main())
+''')
+
+
+async def test_an_execution_of_a_killed_process_is_settled_and_the_thread_goes_on(tmp_path: Path) -> None:
+    for rel, text in PROJECT.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path), url], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        thread_id = proc.stdout.readline().strip()
+        assert proc.stdout.readline().strip() == "STARTED", "the tool never started"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    rt = await Runtime.open(tmp_path, store=open_store(url))
+    try:
+        (record,) = await rt.store.list_executions(thread_id=thread_id)
+        assert record.status == "interrupted" and "stopped" in (record.error or "")
+        messages = await rt.store.list_messages(thread_id)
+        assert [m.role for m in messages] == ["user", "assistant", "tool"]
+        assert messages[2].tool_status == "error" and "stopped before it finished" in messages[2].content
+        result = await rt.send(thread_id, "what happened?")
+        assert result.stop_reason == "complete"
+    finally:
+        await rt.aclose()
