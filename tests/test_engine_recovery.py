@@ -52,13 +52,10 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-async def test_an_execution_of_a_killed_process_is_settled_and_the_thread_goes_on(tmp_path: Path) -> None:
-    for rel, text in PROJECT.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-    url = f"sqlite:///{tmp_path / 'crash.db'}"
+def _kill_midway(project: Path, url: str) -> str:
+    """Run a turn in another process and kill it (SIGKILL) while its tool runs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path), url], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(project), url], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None
         thread_id = proc.stdout.readline().strip()
@@ -68,6 +65,15 @@ async def test_an_execution_of_a_killed_process_is_settled_and_the_thread_goes_o
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+    return thread_id
+
+
+async def test_an_execution_of_a_killed_process_is_settled_and_the_thread_goes_on(tmp_path: Path) -> None:
+    for rel, text in PROJECT.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    url = f"sqlite:///{tmp_path / 'crash.db'}"
+    thread_id = _kill_midway(tmp_path, url)
     rt = await Runtime.open(tmp_path, store=open_store(url))
     try:
         (record,) = await rt.store.list_executions(thread_id=thread_id)
