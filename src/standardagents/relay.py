@@ -43,13 +43,21 @@ import threading
 import uuid
 from typing import Any
 
-import asyncpg
 from sqlalchemy.engine import make_url
 
 from .events import Event, EventBus
 from .exceptions import StoreError
 
 __all__ = ["DEFAULT_CHANNEL", "MAX_PAYLOAD", "PostgresRelay", "asyncpg_dsn", "channel_for_schema", "relay_for_store"]
+
+
+def _asyncpg() -> Any:
+    """asyncpg, imported when a relay is first used (it ships with the ``postgres`` extra)."""
+    try:
+        import asyncpg
+    except ImportError as exc:  # pragma: no cover - the extra is installed with PostgreSQL support
+        raise StoreError("the PostgreSQL event relay needs asyncpg: pip install 'standardagents[postgres]'") from exc
+    return asyncpg
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +118,7 @@ class PostgresRelay:
         self._seq = 0
         self._partial: dict[str, tuple[int, int, list[str]]] = {}
         self._inbound = False
-        self._conn: asyncpg.Connection | None = None
+        self._conn: Any = None
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_id: int | None = None
@@ -204,9 +212,10 @@ class PostgresRelay:
     # ------------------------------------------------------------ connection
 
     async def _connect(self) -> None:
+        pg = _asyncpg()
         try:
-            conn = await asyncpg.connect(self.dsn, timeout=10)
-        except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+            conn = await pg.connect(self.dsn, timeout=10)
+        except (OSError, TimeoutError, pg.PostgresError) as exc:
             raise StoreError(f"event relay cannot connect to PostgreSQL: {exc}") from exc
         try:
             await conn.add_listener(self.channel, self._on_notify)
@@ -240,7 +249,7 @@ class PostgresRelay:
                     await self._connect()
                     pause = self.retry
                     log.info("event relay reconnected to PostgreSQL")
-                except (StoreError, asyncpg.PostgresError, OSError) as exc:
+                except (StoreError, _asyncpg().PostgresError, OSError) as exc:
                     log.warning("event relay: %s; retrying in %.2fs", exc, pause)
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, 5.0)
@@ -270,7 +279,7 @@ class PostgresRelay:
             payloads = [p for event in batch for p in self._encode(event)]
             try:
                 await conn.execute(_SEND_SQL, self.channel, payloads)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except (OSError, _asyncpg().PostgresError, _asyncpg().InterfaceError) as exc:
                 # put the batch back (oldest first) so it goes out after reconnecting
                 self._queue.extendleft(reversed(batch))
                 while len(self._queue) > self.maxsize:
@@ -281,10 +290,10 @@ class PostgresRelay:
                 return
             self.sent += len(batch)
 
-    async def _alive(self, conn: asyncpg.Connection) -> bool:
+    async def _alive(self, conn: Any) -> bool:
         try:
             await conn.fetchval("SELECT 1", timeout=self.keepalive)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        except (OSError, TimeoutError, _asyncpg().PostgresError, _asyncpg().InterfaceError):
             self._lost.set()
             return False
         return True
