@@ -34,7 +34,8 @@ from .definitions import (
 from .exceptions import DefinitionError, ProjectError
 from .registry import Registry
 
-__all__ = ["DEFAULT_MODEL", "Problem", "build_registry", "default_model", "load_project", "validate_project"]
+__all__ = ["DEFAULT_MODEL", "Problem", "build_registry", "default_model", "exec_module", "import_file", "load_project",
+           "validate_project"]
 
 DEFAULT_MODEL = "default"
 
@@ -87,15 +88,22 @@ def import_file(path: Path, namespace: str = "sa_project") -> ModuleType:
     """Import one project file under a private, stable module name."""
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     mod_name = f"_{namespace}_{path.stem.replace('.', '_').replace('[', '_').replace(']', '_').replace('*', 'all')}_{digest}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
+    return exec_module(mod_name, path)
+
+
+def exec_module(name: str, path: Path, *, package_dir: Path | None = None) -> ModuleType:
+    """Import ``path`` as module ``name`` (a package when ``package_dir`` is given); a module
+    that fails to import leaves nothing behind in ``sys.modules``."""
+    spec = importlib.util.spec_from_file_location(
+        name, path, submodule_search_locations=[str(package_dir)] if package_dir is not None else None)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
+    sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(mod_name, None)
+        sys.modules.pop(name, None)
         raise
     return module
 

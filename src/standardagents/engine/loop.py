@@ -561,8 +561,12 @@ class Execution:
                 log.warning("%s refused the tool schemas of %s (%s); retrying with %s tools", endpoint, model.model,
                             exc, latches.level_for(endpoint, model.model))
 
-    async def _started_from_response(self, response: ModelResponse, setup: SideSetup) -> None:
-        for call in response.tool_calls:
+    async def _started_from_response(self, response: ModelResponse, setup: SideSetup,
+                                     skip: set[int] | frozenset[int] = frozenset()) -> None:
+        """``tool_call_started`` for calls known only once the reply is complete."""
+        for i, call in enumerate(response.tool_calls):
+            if i in skip:
+                continue
             tool = setup.toolbox.tools.get(call.name)
             progress = None
             if tool is not None and tool.progress_argument:
@@ -623,17 +627,7 @@ class Execution:
                 if guard is not None:
                     await guard.check()
                 response = delta.response
-                for i, call in enumerate(response.tool_calls):
-                    slot = calls.get(i)
-                    if slot is None or not slot["started"]:
-                        tool = setup.toolbox.tools.get(call.name)
-                        progress = None
-                        if tool is not None and tool.progress_argument:
-                            try:
-                                progress = json.loads(call.arguments or "{}").get(tool.progress_argument)
-                            except (ValueError, AttributeError):
-                                progress = None
-                        await self._tool_started(call, setup, None if progress is None else str(progress))
+                await self._started_from_response(response, setup, {i for i, slot in calls.items() if slot["started"]})
                 return response
         raise ProviderError("the model's stream ended without a final response", retriable=True, before_first_token=not text_parts)
 

@@ -23,15 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from ..definitions import (
-    AgentDefinition,
-    ControllerDefinition,
     Definition,
-    EffectDefinition,
-    HookDefinition,
-    ModelDefinition,
-    PromptDefinition,
-    ThreadEndpointDefinition,
-    ToolDefinition,
     define_agent,
     define_effect,
     define_hook,
@@ -40,9 +32,10 @@ from ..definitions import (
     define_tool,
 )
 from ..exceptions import DefinitionError, ProjectError
-from ..project import DEFAULT_MODEL, Problem, _load, check_references, default_model
+from ..project import DEFAULT_MODEL, Problem, _load, check_references, default_model, exec_module
 from ..registry import Registry
 from .naming import identifier, module_name_for
+from .pack import DEFINITION_TYPES as _TYPES
 from .pack import EXPORT_KINDS
 from .signature import PackageSource, ReadOnlySignature, make_signature
 
@@ -63,15 +56,6 @@ ENTRY_POINT_GROUP = "standardagents"
 KEYWORD = "standardagent"
 Loader = Callable[[], Awaitable[Any]]
 
-_TYPES: dict[str, tuple[type[Definition], ...]] = {
-    "agents": (AgentDefinition,),
-    "prompts": (PromptDefinition,),
-    "tools": (ToolDefinition,),
-    "models": (ModelDefinition,),
-    "hooks": (HookDefinition,),
-    "effects": (EffectDefinition,),
-    "thread_endpoints": (ThreadEndpointDefinition, ControllerDefinition),
-}
 
 
 @dataclass
@@ -162,17 +146,10 @@ def load_package_dir(folder: str | Path, source: PackageSource = "local") -> Pac
     name = f"_sa_packed_{identifier(module_dir.name)}_{digest}"
     for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
         del sys.modules[loaded]
-    spec = importlib.util.spec_from_file_location(name, module_dir / "__init__.py",
-                                                  submodule_search_locations=[str(module_dir)])
-    if spec is None or spec.loader is None:
-        raise ProjectError([(str(module_dir), "cannot import this packed module")])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
+        module = exec_module(name, module_dir / "__init__.py", package_dir=module_dir)
+    except ImportError as exc:
+        raise ProjectError([(str(module_dir), f"cannot import this packed module: {exc}")]) from exc
     return _info_from_module(module, source, folder, None)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from ..definitions import (
     AgentDefinition,
     ControllerDefinition,
+    Definition,
     EffectDefinition,
     HookDefinition,
     ModelDefinition,
@@ -39,7 +40,8 @@ __all__ = ["EXPORT_KINDS", "build_wheel", "pack_project", "previous_version"]
 #: the registries a packed module exports, in the order they are written
 EXPORT_KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints")
 
-_TYPES: dict[str, tuple[type, ...]] = {
+#: which definition types each exported registry holds
+DEFINITION_TYPES: dict[str, tuple[type[Definition], ...]] = {
     "agents": (AgentDefinition,),
     "prompts": (PromptDefinition,),
     "tools": (ToolDefinition,),
@@ -120,7 +122,7 @@ def _next_version(declared: str | None, previous: str | None) -> str:
 def _attribute_of(path: Path, kind: str, name: str) -> str:
     """The module attribute that holds the definition ``name`` of ``kind`` in ``path``."""
     module = import_file(path, "sa_pack")
-    types = _TYPES[kind]
+    types = DEFINITION_TYPES[kind]
     candidates = [("default", getattr(module, "default", None)), *vars(module).items()]
     for attribute, value in candidates:
         if not isinstance(value, types):
