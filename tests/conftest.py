@@ -13,6 +13,10 @@ from standardagents.project import build_registry
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub
 
+# Shared fixture modules, registered here (before any test module imports from them) so that
+# pytest rewrites their asserts and their fixtures are available everywhere.
+pytest_plugins = ["server_fixtures", "store_fixtures"]
+
 
 @pytest.fixture
 def stub() -> Iterator[OpenAIStub]:

@@ -9,7 +9,6 @@ import httpx
 
 from standardagents import Runtime
 
-pytest_plugins = ["server_fixtures"]
 
 API = "/api"
 

@@ -12,7 +12,6 @@ from standardagents import Runtime
 from standardagents.server import create_app
 from standardagents.server.cli import tokens_app
 
-pytest_plugins = ["server_fixtures"]
 
 
 def _db(tmp_path: Path) -> str:

@@ -11,7 +11,6 @@ import openai
 import pytest
 from httpx_sse import aconnect_sse
 
-pytest_plugins = ["server_fixtures"]
 
 
 def _client(server: Any, key: str | None = None) -> openai.AsyncOpenAI:

@@ -36,7 +36,6 @@ from standardagents.store.schema import metadata as schema_metadata
 if TYPE_CHECKING:
     from store_fixtures import Backend
 
-pytest_plugins = ["store_fixtures"]
 
 # ---------------------------------------------------------------- helpers
 
