@@ -19,7 +19,6 @@ from standardagents.project import build_registry, load_project
 from standardagents.records import now_ms
 from standardagents.store import open_store
 
-
 calls: list[tuple[str, dict[str, Any]]] = []
 failures_left: dict[str, int] = {}
 

@@ -9,7 +9,6 @@ import httpx
 
 from standardagents import Runtime
 
-
 API = "/api"
 
 

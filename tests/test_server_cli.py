@@ -13,7 +13,6 @@ from standardagents.server import create_app
 from standardagents.server.cli import tokens_app
 
 
-
 def _db(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
 

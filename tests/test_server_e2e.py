@@ -12,7 +12,6 @@ import pytest
 from httpx_sse import aconnect_sse
 
 
-
 def _client(server: Any, key: str | None = None) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=f"{server.base_url}/v1", api_key=key or server.token, max_retries=0)
 

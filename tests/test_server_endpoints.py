@@ -12,7 +12,6 @@ from standardagents import Runtime
 from standardagents.server import create_app
 from standardagents.server.endpoints import EndpointTable
 
-
 API = "/api"
 
 

@@ -19,7 +19,6 @@ from standardagents import Runtime
 from standardagents.server import create_app
 from standardagents.testing import OpenAIStub, StubReply
 
-
 API = "/api"
 
 
