@@ -159,3 +159,23 @@ def _drain(sub) -> list[Any]:
     while not sub.queue.empty():
         out.append(sub.queue.get_nowait())
     return out
+
+
+async def test_an_untitled_thread_is_named_by_a_side_task_after_its_first_turn(stub, make_runtime):
+    def responder(body: dict[str, Any]) -> Any:
+        if body["messages"][0]["content"].startswith("Write a title"):
+            return StubReply(text='"Planning a trip to Kyoto"')
+        return StubReply(text="Kyoto is lovely in autumn.")
+
+    stub.responder = responder
+    rt = await make_runtime(AGENT, define_prompt(name="main", prompt="x"), stub_model(stub), auto_titles=True)
+    thread = await rt.create_thread("helper")
+    sub = rt.subscribe(thread.id)
+    await rt.send(thread.id, "Help me plan a trip to Kyoto")
+    event = await sub.get(timeout=10)
+    while event.type != "thread_updated":
+        event = await sub.get(timeout=10)
+    assert event.data["thread"]["title"] == "Planning a trip to Kyoto"
+    assert (await rt.store.get_thread(thread.id)).title == "Planning a trip to Kyoto"
+    await rt.send(thread.id, "And in spring?")
+    assert sum(1 for b in stub.requests if b["messages"][0]["content"].startswith("Write a title")) == 1

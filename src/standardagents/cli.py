@@ -273,10 +273,13 @@ def serve(
     workers: Annotated[int, typer.Option(help="Worker processes (use PostgreSQL for more than one).")] = 1,
     database_url: DbOpt = None,
     dev: Annotated[bool, typer.Option("--dev", help="Imply a local admin user when no credentials are sent.")] = False,
+    titles: Annotated[bool, typer.Option("--titles", help="Name new threads with a short model-written title.")] = False,
 ) -> None:
     """Serve the project: REST API, live streams, its endpoints and the web chat."""
     from .server import run_server
 
+    if titles:
+        os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
     out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev))
 

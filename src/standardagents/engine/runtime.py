@@ -84,8 +84,12 @@ class Runtime:
 
     def __init__(self, registry: Registry, store: Store, *, bus: EventBus | None = None,
                  model_override: str | ModelDefinition | None = None, default_max_steps: int = 50,
-                 tool_timeout: float | None = None) -> None:
+                 tool_timeout: float | None = None, auto_titles: bool | None = None) -> None:
         self.registry = registry
+        #: name untitled threads after their first turn with a one-line side-task model call
+        self.auto_titles = auto_titles if auto_titles is not None else os.environ.get(
+            "STANDARDAGENTS_AUTO_TITLES", "").lower() in ("1", "true", "yes")
+        self._background: set[asyncio.Task[Any]] = set()
         self.store = store
         self.bus = bus or EventBus()
         self.model_override = model_override
@@ -143,8 +147,13 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        for task in list(self._running.values()):
+        for task in [*self._running.values(), *self._background]:
             task.cancel()
+        for task in list(self._background):
+            try:
+                await task
+            except BaseException:
+                pass
         for task in list(self._running.values()):
             try:
                 await task
@@ -651,10 +660,36 @@ class Runtime:
                 self.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": str(exc)})
                 return ExecutionResult(thread.id, record.id, "error", "error", error=str(exc))
             try:
-                return await execution.run()
+                result = await execution.run()
             finally:
                 self._running.pop(thread.id, None)
                 self._executions.pop(thread.id, None)
+            if self.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
+                task = asyncio.get_running_loop().create_task(self._title(thread, agent, message, result.text))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            return result
+
+    async def _title(self, thread: ThreadRecord, agent: AgentDefinition, message: Message, reply: str | None) -> None:
+        """Give an untitled thread a short title written by its agent's model (a side task)."""
+        from ..toolcalls import ask
+
+        try:
+            setup = await self.side_setup(agent, "a", thread.package)
+            prompt = f"User: {(message.content or '')[:2000]}\nAssistant: {(reply or '')[:2000]}"
+            text = await ask(self.provider_for(setup.model), setup.model.model, prompt, max_tokens=24,
+                             system="Write a title of at most six words for this conversation. Reply with the title only.")
+            title = " ".join(text.strip().strip('"\'').split())[:80]
+            if not title:
+                return
+            fresh = await self.store.get_thread(thread.id)
+            if fresh is None or fresh.title:
+                return
+            updated = await self.store.update_thread(thread.id, title=title)
+            thread.title = title
+            self.bus.emit("thread_updated", thread.id, {"thread": updated.to_dict()})
+        except Exception:
+            log.warning("could not title thread %s", thread.id, exc_info=True)
 
     # crash recovery ------------------------------------------------------------------------
     async def recover(self) -> list[str]:
