@@ -238,6 +238,8 @@ class MCPPool:
         errlog: TextIO | None = None,
     ) -> None:
         self.list_ttl = list_ttl
+        #: moves whenever a server's tool list may have changed (a (re)connect, list_changed)
+        self.generation = 0
         self.connect_timeout = connect_timeout
         self.close_timeout = close_timeout
         self.errlog = errlog
@@ -394,6 +396,7 @@ class MCPPool:
         conn.session = session
         conn.tools = None
         conn.connects += 1
+        self.generation += 1
         return session
 
     async def _serve(self, conn: _Connection, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
@@ -403,6 +406,7 @@ class MCPPool:
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
                 conn.tools = None
+                self.generation += 1
             elif isinstance(message, Exception):
                 logger.debug("MCP server %r: transport error: %s", conn.server.name, message)
 

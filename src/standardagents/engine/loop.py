@@ -261,6 +261,8 @@ class Execution:
                 return
             ex.step_count += 1
             ex.side_steps[side] += 1
+            if setup.mcp_generation is not None:
+                setup = await self.rt.current_setup(setup)
             if ex.queued_tools:
                 await self._run_queued(side, setup)
             ends_turn = cfg.stop_on_response and not self.dual

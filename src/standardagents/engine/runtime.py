@@ -55,6 +55,8 @@ class SideSetup:
     catalogue: str | None = None
     input_guardrails: list[ToolDefinition] = field(default_factory=list)
     output_guardrails: list[ToolDefinition] = field(default_factory=list)
+    #: the MCP pool's generation the tools were listed at (None: no MCP tools)
+    mcp_generation: int | None = None
     _by_level: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict)
     _index: dict[str | None, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
@@ -241,6 +243,44 @@ class Runtime:
         """Forget cached side setups (after the project changed)."""
         self._setups.clear()
 
+    async def current_setup(self, setup: SideSetup) -> SideSetup:
+        """``setup``, or a fresh one when its MCP servers' tool lists moved since it was built."""
+        if setup.mcp_generation is None or self.mcp_pool is None or self.mcp_pool.generation == setup.mcp_generation:
+            return setup
+        self._setups.pop((setup.agent.name, setup.side, setup.namespace), None)
+        return await self.side_setup(setup.agent, setup.side, setup.namespace)
+
+    def reload_project(self) -> list[str]:
+        """Load the project folder again; when it validates, the next step of every thread
+        uses it (running steps finish on the old one). Returns the problems (empty when swapped)."""
+        from ..project import validate_project
+
+        root = self.registry.root
+        if root is None:
+            return ["this runtime was not opened from a project folder"]
+        problems = [str(p) for p in validate_project(root) if not p.warning]
+        if problems:
+            log.warning("the project has problems; keeping the previous version:\n%s", "\n".join(problems))
+            return problems
+        registry = load_project(root)
+        registry.packages = registry.packages or self.registry.packages
+        self.registry = registry
+        self._setups.clear()
+        self._by_model.clear()
+        log.info("reloaded the project from %s", root)
+        self.bus.emit("project_reloaded", "", {"root": str(root)})
+        return []
+
+    async def watch_project(self, *, debounce_ms: int = 300) -> None:
+        """Reload the project whenever one of its files changes (until cancelled)."""
+        from watchfiles import awatch
+
+        root = self.registry.root
+        if root is None:
+            return
+        async for _changes in awatch(Path(root) / "agents", debounce=debounce_ms, recursive=True):
+            self.reload_project()
+
     async def _build_setup(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> SideSetup:
         cfg = agent.side(side)
         if cfg is None:
@@ -289,8 +329,11 @@ class Runtime:
         for kind, names in (("input", [*agent.input_guardrails, *prompt.input_guardrails]),
                             ("output", [*agent.output_guardrails, *prompt.output_guardrails])):
             guards[kind] = [await self.registry.aget("tools", n, namespace) for n in dict.fromkeys(names)]
+        mcp_generation = None
+        if self.mcp_pool is not None and any(t.origin == "mcp" for t in toolbox.tools.values()):
+            mcp_generation = self.mcp_pool.generation
         return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static, catalogue,
-                         guards["input"], guards["output"])
+                         guards["input"], guards["output"], mcp_generation)
 
     async def _resolve_tools(self, name: str, namespace: str | None, agent: AgentDefinition) -> list[ToolDefinition]:
         """The tools one entry of a prompt's ``tools`` names: a code or plugin tool, an

@@ -4,6 +4,7 @@ OpenAI-compatible door and the web chat, assembled on Starlette and served by uv
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -81,6 +82,10 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             app.state.server = _state(rt, prefix, dev, max_body, builtins)
         scheduler = EffectScheduler(rt)
         scheduler.start()
+        watcher = None
+        if os.environ.get(f"{ENV_PREFIX}WATCH") == "1" and rt.registry.root is not None:
+            # a changed agent, prompt or tool file is used from the next step on
+            watcher = asyncio.get_running_loop().create_task(rt.watch_project())
         # PostgreSQL: other workers' live events reach this worker's streams (SQLite: none)
         relay = relay_for_store(rt.bus, rt.store)
         try:
@@ -89,6 +94,10 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
                 app.state.server.extra["relay"] = relay
             yield
         finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             if relay is not None:
                 await relay.aclose()
             await scheduler.stop()
@@ -133,6 +142,7 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
     """
     import uvicorn
 
+    os.environ[f"{ENV_PREFIX}WATCH"] = "0" if reload else "1"
     if workers > 1 or reload:
         os.environ[f"{ENV_PREFIX}PROJECT"] = str(Path(project).resolve())
         os.environ[f"{ENV_PREFIX}DEV"] = "1" if dev else "0"
