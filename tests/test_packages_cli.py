@@ -44,3 +44,19 @@ def test_packages_command_lists_packages_with_parent_hooks(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     assert "standardagent-reviewer" in result.output and "0.1.0" in result.output
     assert "reviewer: audit (before_parent) - records every review" in result.output
+
+
+def test_validate_warns_when_a_packed_definition_reaches_a_private_runtime_surface(tmp_path: Path) -> None:
+    from standardagents.packages import pack_project
+
+    files = dict(WRITER_FILES)
+    files["agents/tools/word_count.py"] = files["agents/tools/word_count.py"].replace(
+        "from standardagents import define_tool", "from standardagents import define_tool\n        from standardagents.engine.runtime import Runtime")
+    source = write_files(tmp_path / "writer", files)
+    host = write_host(tmp_path / "host")
+    pack_project(source, "writer", out_dir=host / "agents" / "packed")
+    from standardagents.cli import app
+
+    result = runner.invoke(app, ["validate", str(host)])
+    assert result.exit_code == 0, result.output
+    assert "warning" in result.output and "standardagents.engine" in result.output

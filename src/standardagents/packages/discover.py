@@ -300,9 +300,13 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
 
 def load_packages_into(registry: Registry, project_dir: str | Path | None, *, installed: bool = True) -> list[Problem]:
     """Discover packages for a project and register them; the problems found on the way."""
+    from .validate import validate_packed
+
     problems: list[Problem] = []
     packages = discover_packages(project_dir, installed=installed, problems=problems)
     problems += register_packages(registry, packages)
+    for info in packages:
+        problems += [Problem(f"package {info.package_id}", w, warning=True) for w in validate_packed(info)]
     return problems
 
 
