@@ -41,12 +41,13 @@ function setBusy(busy) {
 
 function scroll() { ui.messages.scrollTop = ui.messages.scrollHeight; }
 
-function bubble(id, role, text) {
+function bubble(id, role, text, side) {
   let el = id ? bubbles.get(id) : null;
   if (!el) {
     el = document.createElement("div");
     el.className = `msg ${role}`;
     el.dataset.role = role;
+    if (side) { el.dataset.side = side; el.dataset.sideLabel = `Side ${side.toUpperCase()}`; }
     if (id) { el.dataset.id = id; bubbles.set(id, el); }
     ui.messages.appendChild(el);
   }
@@ -78,7 +79,7 @@ function toolCard(id, name, state, detail) {
 function renderMessage(m) {
   if (m.role === "user") bubble(m.id, "user", m.content || "");
   else if (m.role === "assistant") {
-    if (m.content) bubble(m.id, "assistant", m.content);
+    if (m.content) bubble(m.id, "assistant", m.content, m.side);
     for (const call of m.tool_calls || []) toolCard(call.id, call.function.name, "done", call.function.arguments);
   } else if (m.role === "tool" && m.tool_call_id) {
     const failed = m.tool_status === "error";
@@ -93,7 +94,7 @@ function onEvent(event) {
       if (d.message && d.message.role !== "tool" && !(d.message.role === "assistant" && !d.message.content)) renderMessage(d.message);
       break;
     case "message_chunk": {
-      const el = bubble(d.messageId, "assistant");
+      const el = bubble(d.messageId, "assistant", undefined, d.side);
       el.textContent += d.delta || "";
       scroll();
       break;
