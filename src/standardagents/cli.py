@@ -212,7 +212,8 @@ def run(
                 err.print(f"[dim]thread {thread_id} · {result.stop_reason}"
                           + (f" · {result.outcome}" if result.outcome not in (result.stop_reason, "response") else "") + "[/]")
             if result.stop_reason == "error":
-                err.print(f"[red]error:[/] {result.error}")
+                if as_json:  # when streaming, the error was shown as it happened
+                    err.print(f"[red]error:[/] {escape(str(result.error))}")
                 return 1
             return 0
         finally:
