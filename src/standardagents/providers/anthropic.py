@@ -261,6 +261,21 @@ class AnthropicStreamAssembler:
                              finish_reason=self.finish_reason, model=self.model)
 
 
+#: the HTTP status Anthropic uses for each error type, for errors that arrive mid-stream
+_STREAM_ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401,
+                        "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+                        "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
+
+
+def _error_detail(body: Any, fallback: str) -> tuple[str | None, str]:
+    """The ``error.type`` and ``error.message`` of an Anthropic error body, when it has them."""
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if isinstance(error, Mapping) and error.get("message"):
+        kind = error.get("type")
+        return (str(kind) if kind else None), str(error["message"])
+    return None, fallback
+
+
 def _event_dict(event: Any) -> dict[str, Any]:
     if isinstance(event, Mapping):
         return dict(event)
@@ -310,23 +325,35 @@ class AnthropicProvider(ModelProvider):
             choice = to_anthropic_tool_choice(request.tool_choice)
             if choice is not None:
                 params["tool_choice"] = choice
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if request.top_p is not None:
-            params["top_p"] = request.top_p
         if request.stop:
             params["stop_sequences"] = request.stop
         if request.timeout is not None:
             params["timeout"] = request.timeout
-        if request.extra_body:
-            params["extra_body"] = request.extra_body
+        # Sampling options go in the body: recent SDKs no longer take them as arguments,
+        # and the endpoint (not the SDK) is the one to accept or refuse them.
+        body: dict[str, Any] = {}
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        body.update(request.extra_body)
+        if body:
+            params["extra_body"] = body
         return params
 
     def _error(self, exc: Exception, first_token: bool) -> ProviderError:
         sdk = self._sdk
         if isinstance(exc, sdk.APIStatusError):
+            kind, detail = _error_detail(exc.body, exc.message)
             status = exc.status_code
-            return ProviderError(f"Anthropic answered HTTP {status}: {exc.message}", status=status,
+            if status < 400:  # an ``error`` event inside a stream that began with HTTP 200
+                status = _STREAM_ERROR_STATUS.get(kind or "", 500)
+                return ProviderError(f"Anthropic stream failed with {kind or 'an error'}: {detail}",
+                                     status=status, body=exc.body,
+                                     retriable=status in (408, 409, 429) or status >= 500,
+                                     code="stream_error", before_first_token=first_token)
+            named = f" {kind}" if kind else ""
+            return ProviderError(f"Anthropic answered HTTP {status}{named}: {detail}", status=status,
                                  body=exc.body, retriable=status in (408, 409, 429) or status >= 500,
                                  code=f"http_{status}", before_first_token=first_token)
         if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
@@ -347,10 +374,13 @@ class AnthropicProvider(ModelProvider):
         delivered = False
         try:
             events = await self.client.messages.create(**self._params(request), stream=True)
-            async for event in events:
-                for delta in assembler.feed(_event_dict(event)):
-                    delivered = True
-                    yield delta
+            try:
+                async for event in events:
+                    for delta in assembler.feed(_event_dict(event)):
+                        delivered = True
+                        yield delta
+            finally:  # also when the consumer stops early: give the connection back
+                await events.close()
         except (self._sdk.APIError, httpx2.TransportError) as exc:
             raise self._error(exc, not delivered) from exc
         yield StreamEnd(assembler.response())
