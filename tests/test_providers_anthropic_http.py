@@ -286,3 +286,12 @@ async def test_an_agent_on_anthropic_calls_its_tool_and_answers(make_runtime: Ca
     assert second["messages"][-1]["content"][-1] == {
         "type": "tool_result", "tool_use_id": use["id"], "content": "42"}
     assert any("sk-from-env" in value for value in server.headers[0].values())
+
+
+async def test_an_unanswered_tool_call_is_refused_naming_its_id(
+        provider: AnthropicProvider, anthropic_stub: AnthropicStub) -> None:
+    unanswered = [*CONVERSATION[:3], {"role": "tool", "tool_call_id": "toolu_a", "content": "3"},
+                  {"role": "user", "content": "and?"}]
+    with pytest.raises(ProviderError) as caught:
+        await provider.request(ModelRequest(model="claude-stub", messages=unanswered, tools=[ADD_TOOL]))
+    assert caught.value.status == 400 and "toolu_b" in str(caught.value)
