@@ -1,5 +1,5 @@
 """Test doubles shipped with the package, so users test their agents the way we test ours:
-a real HTTP stub of the OpenAI wire protocol and the offline test model.
+real HTTP stubs of the OpenAI and Anthropic wire protocols and the offline test model.
 
 Names are loaded on first use, so ``python -m standardagents.testing.openai_stub`` runs the
 stub module fresh rather than a copy this package already imported.
@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..providers.testmodel import TestModelProvider
+    from .anthropic_stub import AnthropicReply, AnthropicStub
     from .openai_stub import OpenAIStub, StubReply
 
-__all__ = ["OpenAIStub", "StubReply", "TestModelProvider"]
+__all__ = ["AnthropicReply", "AnthropicStub", "OpenAIStub", "StubReply", "TestModelProvider"]
 
 _HOMES = {"OpenAIStub": ".openai_stub", "StubReply": ".openai_stub",
+          "AnthropicStub": ".anthropic_stub", "AnthropicReply": ".anthropic_stub",
           "TestModelProvider": "..providers.testmodel"}
 
 
