@@ -85,3 +85,35 @@ async def test_an_execution_of_a_killed_process_is_settled_and_the_thread_goes_o
         assert result.stop_reason == "complete"
     finally:
         await rt.aclose()
+
+
+async def test_another_hosts_execution_is_settled_only_once_its_heartbeat_is_stale(tmp_path: Path) -> None:
+    from standardagents.project import build_registry
+    from standardagents.records import ExecutionRecord, Message, ThreadRecord, ToolCall, now_ms
+
+    url = f"sqlite:///{tmp_path / 'hosts.db'}"
+    seed = open_store(url)
+    await seed.open()
+    threads = {}
+    for name, age_ms in (("stale", 10 * 60_000), ("fresh", 1_000)):
+        thread = await seed.create_thread(ThreadRecord(agent="worker"))
+        await seed.commit_step(messages=[
+            Message(thread_id=thread.id, role="user", content="go"),
+            Message(thread_id=thread.id, role="assistant", tool_calls=[ToolCall(f"call_{name}", "slow_job", "{}")])])
+        await seed.save_execution(ExecutionRecord(thread_id=thread.id, state={"owner": "elsewhere:4242"},
+                                                  updated_at=now_ms() - age_ms))
+        threads[name] = thread.id
+    await seed.close()
+    from standardagents import define_agent, define_prompt
+
+    registry = build_registry(define_agent(name="worker", side_a={"prompt": "p"}), define_prompt(name="p", prompt="x"))
+    rt = await Runtime.open(registry, store=open_store(url))
+    try:
+        (stale,) = await rt.store.list_executions(thread_id=threads["stale"])
+        (fresh,) = await rt.store.list_executions(thread_id=threads["fresh"])
+        assert (stale.status, fresh.status) == ("interrupted", "running")
+        roles = [m.role for m in await rt.store.list_messages(threads["stale"])]
+        assert roles == ["user", "assistant", "tool"]
+        assert [m.role for m in await rt.store.list_messages(threads["fresh"])] == ["user", "assistant"]
+    finally:
+        await rt.aclose()

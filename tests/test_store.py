@@ -390,6 +390,18 @@ async def test_list_executions_filters_by_thread_and_status(store: SQLStore) -> 
     assert [e.id for e in await store.list_executions(thread_id=a.id, status="complete")] == [done.id]
 
 
+async def test_touch_executions_refreshes_only_running_ones(store: SQLStore) -> None:
+    thread = await _thread(store)
+    running = ExecutionRecord(thread_id=thread.id, updated_at=1000)
+    done = ExecutionRecord(thread_id=thread.id, status="complete", updated_at=1000)
+    for e in (running, done):
+        await store.save_execution(e)
+    assert await store.touch_executions([running.id, done.id], 5000) == 1
+    assert (await store.get_execution(running.id)).updated_at == 5000
+    assert (await store.get_execution(done.id)).updated_at == 1000
+    assert await store.touch_executions([], 6000) == 0
+
+
 # ---------------------------------------------------------------- logs
 
 

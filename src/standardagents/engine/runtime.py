@@ -116,6 +116,9 @@ class Runtime:
         self._closed = False
         #: who runs this runtime's executions (host and process), for crash recovery
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        #: seconds without a heartbeat after which another host's running execution counts as dead
+        self.execution_lease = 120.0
+        self._heartbeat_task: asyncio.Task[None] | None = None
         #: threads created here that have no messages yet (their history need not be read)
         self._fresh: set[str] = set()
 
@@ -149,6 +152,8 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
         for task in [*self._running.values(), *self._background]:
             task.cancel()
         for task in list(self._background):
@@ -668,6 +673,7 @@ class Runtime:
             assert task is not None
             self._running[thread.id] = task
             self._executions[thread.id] = execution
+            self._beat()
             try:
                 if thread.id in self._fresh:
                     self._fresh.discard(thread.id)
@@ -735,17 +741,40 @@ class Runtime:
             log.warning("could not title thread %s", thread.id, exc_info=True)
 
     # crash recovery ------------------------------------------------------------------------
+    async def _heartbeat(self) -> None:
+        """Keep the running executions' records fresh, so other hosts can tell them from
+        executions whose process died (see :meth:`recover`)."""
+        while True:
+            await asyncio.sleep(self.execution_lease / 3)
+            ids = [e.record.id for e in self._executions.values()]
+            if ids:
+                try:
+                    await self.store.touch_executions(ids, now_ms())
+                except Exception:
+                    log.warning("could not refresh the running executions", exc_info=True)
+
+    def _beat(self) -> None:
+        if self._heartbeat_task is None and not self._closed:
+            self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat())
+
     async def recover(self) -> list[str]:
-        """Settle executions left ``running`` by a process of this host that is gone: they are
-        marked interrupted and their unanswered tool calls get error results, so the thread
-        takes its next message normally. Returns the ids settled. (Executions owned by other
-        hosts are left to them.)"""
+        """Settle executions left ``running`` by a process that is gone: they are marked
+        interrupted and their unanswered tool calls get error results, so the thread takes its
+        next message normally. A process of this host is gone when its pid is; one of another
+        host when its heartbeat is older than ``execution_lease`` seconds. Returns the ids."""
         host = socket.gethostname()
+        stale_before = now_ms() - int(self.execution_lease * 1000)
+        mine = {e.record.id for e in self._executions.values()}
         settled: list[str] = []
         for record in await self.store.list_executions(status="running"):
             owner = str(record.state.get("owner", ""))
             owner_host, _, pid = owner.rpartition(":")
-            if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+            if owner == self.owner or record.id in mine:
+                continue
+            if owner_host == host and pid.isdigit():
+                if _alive(int(pid)):
+                    continue
+            elif record.updated_at >= stale_before:
                 continue
             record.status = "interrupted"
             record.stop_reason = "interrupted"

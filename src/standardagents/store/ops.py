@@ -384,6 +384,15 @@ def save_execution(conn: Connection, execution: ExecutionRecord) -> None:
     conn.execute(UPSERT_EXEC[_dialect(conn)], execution_params(execution))
 
 
+def touch_executions(conn: Connection, execution_ids: list[str], now: int) -> int:
+    """Refresh ``updated_at`` of executions still running (a heartbeat); ended ones are left alone."""
+    if not execution_ids:
+        return 0
+    e = executions.c
+    result = conn.execute(update(executions).where(e.id.in_(execution_ids), e.status == "running").values(updated_at=now))
+    return int(result.rowcount or 0)
+
+
 def get_execution(conn: Connection, execution_id: str) -> ExecutionRecord | None:
     row = conn.execute(_GET_EXEC, {"id": execution_id}).first()
     return _execution_from_row(row) if row is not None else None

@@ -328,6 +328,9 @@ class SQLStore:
     async def save_execution(self, execution: ExecutionRecord) -> None:
         await self._run(ops.save_execution, execution)
 
+    async def touch_executions(self, execution_ids: list[str], now: int) -> int:
+        return await self._run(ops.touch_executions, list(execution_ids), now)
+
     async def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         return await self._run(ops.get_execution, execution_id, write=False)
 
