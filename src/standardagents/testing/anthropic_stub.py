@@ -14,17 +14,15 @@ the client; it listens on a free port and serves from a background thread. Unles
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import json
 import math
-import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
+
+from ._server import LoopbackServer
 
 __all__ = ["ERROR_TYPES", "AnthropicReply", "AnthropicStub", "validate_messages_request"]
 
@@ -256,30 +254,25 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
-class AnthropicStub:
+class AnthropicStub(LoopbackServer):
     """A Messages API server on 127.0.0.1 answering from a queue, a responder or ``"ok"``.
 
     Every received JSON body is appended to :attr:`requests` (and its headers to
     :attr:`headers`) before the reply is chosen, so a test can assert what the client sent.
     """
 
+    label = "Anthropic stub"
+
     def __init__(self, responder: Responder | None = None, *, port: int = 0,
                  host: str = "127.0.0.1", strict: bool = True) -> None:
         self.responder = responder
-        self.host = host
-        self.port = port
+        super().__init__(host=host, port=port)
         self.strict = strict
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._queue: collections.deque[AnthropicReply] = collections.deque()
         self._cond = threading.Condition()
         self._serial = 0
-        self._thread: threading.Thread | None = None
-        self._server: Any = None
-        self._closing: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -355,28 +348,6 @@ class AnthropicStub:
             return
         await self._reply(body, serial, send)
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self._closing = asyncio.Event()
-                self._loop = asyncio.get_running_loop()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if self._closing is not None:
-                    self._closing.set()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    async def _pause(self, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        if self._closing is None:
-            await asyncio.sleep(seconds)
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), seconds)
-
     @staticmethod
     async def _send_json(send: Send, status: int, payload: Any,
                          extra: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -412,59 +383,3 @@ class AnthropicStub:
             if name == "error":
                 break
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> AnthropicStub:
-        """Start serving in a background thread; returns once the port accepts connections."""
-        import uvicorn
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self, lifespan="on", log_level="critical", log_config=None,
-                                access_log=False, timeout_graceful_shutdown=2,
-                                timeout_keep_alive=30)
-        self._server = uvicorn.Server(config)
-
-        def serve() -> None:
-            try:
-                asyncio.run(self._server.serve(sockets=[sock]))
-            except BaseException as exc:  # handed to the starting thread
-                self._startup_error = exc
-            finally:
-                sock.close()
-                self._ready.set()
-
-        self._thread = threading.Thread(target=serve, name="anthropic-stub", daemon=True)
-        self._thread.start()
-        while not self._ready.is_set() and not self._server.started:
-            self._ready.wait(0.005)
-        if self._startup_error is not None:
-            raise RuntimeError(f"Anthropic stub failed to start: {self._startup_error}")
-        return self
-
-    def stop(self) -> None:
-        """Stop the server (cutting scripted delays short) and wait for its thread."""
-        if self._loop is not None and self._closing is not None:
-            with contextlib.suppress(RuntimeError):  # the loop may already be closed
-                self._loop.call_soon_threadsafe(self._closing.set)
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> AnthropicStub:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> AnthropicStub:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await asyncio.to_thread(self.stop)

@@ -22,8 +22,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
+
+from ._server import LoopbackServer
 
 __all__ = ["OpenAIStub", "StubReply", "main"]
 
@@ -185,18 +186,19 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
-class OpenAIStub:
+class OpenAIStub(LoopbackServer):
     """A chat-completions server on 127.0.0.1 answering from a queue, a responder or ``"ok"``.
 
     Every received JSON body is appended to :attr:`requests` before the reply is chosen, so a
     test can assert exactly what the client sent.
     """
 
+    label = "OpenAI stub"
+
     def __init__(self, responder: Responder | None = None, *, port: int = 0,
                  host: str = "127.0.0.1", models: list[str] | None = None) -> None:
         self.responder = responder
-        self.host = host
-        self.port = port
+        super().__init__(host=host, port=port)
         self.models = models or ["stub-model"]
         self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
@@ -204,12 +206,6 @@ class OpenAIStub:
         self._queue: collections.deque[StubReply] = collections.deque()
         self._cond = threading.Condition()
         self._serial = 0
-        self._thread: threading.Thread | None = None
-        self._server: Any = None
-        self._closing: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._startup_error: BaseException | None = None
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -288,28 +284,6 @@ class OpenAIStub:
         finally:
             self._in_flight -= 1
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                self._closing = asyncio.Event()
-                self._loop = asyncio.get_running_loop()
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if self._closing is not None:
-                    self._closing.set()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    async def _pause(self, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        if self._closing is None:
-            await asyncio.sleep(seconds)
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), seconds)
-
     @staticmethod
     async def _send_json(send: Send, status: int, payload: Any) -> None:
         data = _dumps(payload)
@@ -347,62 +321,6 @@ class OpenAIStub:
                         "more_body": True})
             sent += 1
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
-
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> OpenAIStub:
-        """Start serving in a background thread; returns once the port accepts connections."""
-        import uvicorn
-
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self, lifespan="on", log_level="critical", log_config=None,
-                                access_log=False, timeout_graceful_shutdown=2,
-                                backlog=2048, timeout_keep_alive=30)
-        self._server = uvicorn.Server(config)
-
-        def serve() -> None:
-            try:
-                asyncio.run(self._server.serve(sockets=[sock]))
-            except BaseException as exc:  # reported to the starting thread
-                self._startup_error = exc
-            finally:
-                sock.close()
-                self._ready.set()
-
-        self._thread = threading.Thread(target=serve, name="openai-stub", daemon=True)
-        self._thread.start()
-        while not self._ready.is_set() and not self._server.started:
-            self._ready.wait(0.005)
-        if self._startup_error is not None:
-            raise RuntimeError(f"OpenAI stub failed to start: {self._startup_error}")
-        return self
-
-    def stop(self) -> None:
-        """Stop the server (cutting scripted delays short) and wait for its thread."""
-        if self._loop is not None and self._closing is not None:
-            with contextlib.suppress(RuntimeError):  # the loop may already be closed
-                self._loop.call_soon_threadsafe(self._closing.set)
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> OpenAIStub:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> OpenAIStub:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await asyncio.to_thread(self.stop)
 
 
 # -- standalone benchmark workload --------------------------------------------------------

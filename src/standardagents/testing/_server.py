@@ -1,0 +1,112 @@
+"""The part every wire stub shares: serving an ASGI app on 127.0.0.1 from a background thread,
+its lifespan, pauses that end early at shutdown, and ``with`` / ``async with`` use."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from types import TracebackType
+from typing import Any, Self
+
+from starlette.types import Receive, Send
+
+__all__ = ["LoopbackServer"]
+
+
+class LoopbackServer:
+    """Base of the stubs: subclasses implement the ASGI ``__call__`` for ``http`` scopes and
+    hand ``lifespan`` scopes to :meth:`_lifespan`."""
+
+    #: used in the server thread's name and in start-up errors
+    label = "stub"
+    backlog = 2048
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self._closing: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._closing = asyncio.Event()
+                self._loop = asyncio.get_running_loop()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._closing is not None:
+                    self._closing.set()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less when the server shuts down meanwhile."""
+        if seconds <= 0:
+            return
+        if self._closing is None:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), seconds)
+
+    def start(self) -> Self:
+        """Start serving in a background thread; returns once the port accepts connections."""
+        import uvicorn
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self, lifespan="on", log_level="critical", log_config=None,  # type: ignore[arg-type]
+                                access_log=False, timeout_graceful_shutdown=2,
+                                backlog=self.backlog, timeout_keep_alive=30)
+        self._server = uvicorn.Server(config)
+
+        def serve() -> None:
+            try:
+                asyncio.run(self._server.serve(sockets=[sock]))
+            except BaseException as exc:  # handed to the starting thread
+                self._startup_error = exc
+            finally:
+                sock.close()
+                self._ready.set()
+
+        self._thread = threading.Thread(target=serve, name=self.label, daemon=True)
+        self._thread.start()
+        while not self._ready.is_set() and not self._server.started:
+            self._ready.wait(0.005)
+        if self._startup_error is not None:
+            raise RuntimeError(f"{self.label} failed to start: {self._startup_error}")
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (cutting scripted delays short) and wait for its thread."""
+        if self._loop is not None and self._closing is not None:
+            with contextlib.suppress(RuntimeError):  # the loop may already be closed
+                self._loop.call_soon_threadsafe(self._closing.set)
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await asyncio.to_thread(self.stop)
