@@ -10,7 +10,7 @@ import threading
 from types import TracebackType
 from typing import Any, Self
 
-from starlette.types import Receive, Send
+from starlette.types import Receive, Scope, Send
 
 __all__ = ["LoopbackServer"]
 
@@ -32,6 +32,10 @@ class LoopbackServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The stub's ASGI app (each stub answers its own protocol)."""
+        raise NotImplementedError
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -64,7 +68,7 @@ class LoopbackServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self, lifespan="on", log_level="critical", log_config=None,  # type: ignore[arg-type]
+        config = uvicorn.Config(self, lifespan="on", log_level="critical", log_config=None,
                                 access_log=False, timeout_graceful_shutdown=2,
                                 backlog=self.backlog, timeout_keep_alive=30)
         self._server = uvicorn.Server(config)
