@@ -342,38 +342,23 @@ def schema_agent_document() -> None:
     sys.stdout.write(json.dumps(document_schema(), indent=2) + "\n")
 
 
-def _mount_optional() -> None:
-    """Commands provided by other parts of the package, mounted when present."""
-    try:
-        from .server.cli import tokens_app
+def _mount_commands() -> None:
+    """Commands that live beside the parts they drive (server, packages, effects, documents)."""
+    from .documents.cli import export_command, import_command
+    from .effects_cli import effects_app
+    from .packages.cli import pack_command, packages_command, unpack_command
+    from .server.cli import tokens_app
 
-        app.add_typer(tokens_app, name="tokens", help="Create, list and revoke API tokens.")
-    except ImportError:
-        pass
-    try:
-        from .packages.cli import pack_command, packages_command, unpack_command
-
-        app.command("pack")(pack_command)
-        app.command("unpack")(unpack_command)
-        app.command("packages")(packages_command)
-    except ImportError:
-        pass
-    try:
-        from .effects_cli import effects_app
-
-        app.add_typer(effects_app, name="effects", help="List, cancel and run scheduled effects.")
-    except ImportError:
-        pass
-    try:
-        from .documents.cli import export_command, import_command
-
-        app.command("import")(import_command)
-        app.command("export")(export_command)
-    except ImportError:
-        pass
+    app.add_typer(tokens_app, name="tokens", help="Create, list and revoke API tokens.")
+    app.add_typer(effects_app, name="effects", help="List, cancel and run scheduled effects.")
+    app.command("pack")(pack_command)
+    app.command("unpack")(unpack_command)
+    app.command("packages")(packages_command)
+    app.command("import")(import_command)
+    app.command("export")(export_command)
 
 
-_mount_optional()
+_mount_commands()
 
 
 def main() -> None:
