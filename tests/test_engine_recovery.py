@@ -117,3 +117,55 @@ async def test_another_hosts_execution_is_settled_only_once_its_heartbeat_is_sta
         assert [m.role for m in await rt.store.list_messages(threads["fresh"])] == ["user", "assistant"]
     finally:
         await rt.aclose()
+
+
+QUEUE_SCRIPT = textwrap.dedent('''
+    import asyncio, sys
+    from standardagents import Runtime
+    from standardagents.store import open_store
+
+    async def main():
+        rt = await Runtime.open(sys.argv[1], store=open_store(sys.argv[2]))
+        thread = await rt.create_thread("worker")
+        print(thread.id, flush=True)
+        first = await rt.start(thread.id, "run the job")
+        await rt.start(thread.id, "and then this, please")
+        print("QUEUED", flush=True)
+        await first
+
+    asyncio.run(main())
+''')
+
+
+def _kill_with_a_queued_message(project: Path, url: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    proc = subprocess.Popen([sys.executable, "-c", QUEUE_SCRIPT, str(project), url], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        thread_id = proc.stdout.readline().strip()
+        lines = {proc.stdout.readline().strip(), proc.stdout.readline().strip()}
+        assert lines == {"QUEUED", "STARTED"}, lines
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    return thread_id
+
+
+async def test_a_message_queued_behind_a_killed_turn_is_sent_after_the_restart(tmp_path: Path) -> None:
+    for rel, text in PROJECT.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    url = f"sqlite:///{tmp_path / 'queued.db'}"
+    thread_id = _kill_with_a_queued_message(tmp_path, url)
+    rt = await Runtime.open(tmp_path, store=open_store(url))
+    try:
+        await rt.drain()
+        contents = [(m.role, m.content) for m in await rt.store.list_messages(thread_id) if m.role == "user"]
+        assert contents == [("user", "run the job"), ("user", "and then this, please")]
+        messages = await rt.store.list_messages(thread_id)
+        assert messages[-1].role == "assistant" and messages[-1].content
+        assert await rt.store.list_scope("inbox") == []
+    finally:
+        await rt.aclose()

@@ -402,6 +402,15 @@ async def test_touch_executions_refreshes_only_running_ones(store: SQLStore) -> 
     assert await store.touch_executions([], 6000) == 0
 
 
+async def test_list_scope_returns_every_entry_of_a_scope_oldest_first(store: SQLStore) -> None:
+    await store.set_env("inbox", "thr_a", "msg_1", {"n": 1})
+    await store.set_env("inbox", "thr_b", "msg_2", {"n": 2})
+    await store.set_env("thread", "thr_a", "other", 3)
+    assert await store.list_scope("inbox") == [("thr_a", "msg_1", {"n": 1}), ("thr_b", "msg_2", {"n": 2})]
+    assert await store.delete_env("inbox", "thr_a", "msg_1")
+    assert await store.list_scope("inbox") == [("thr_b", "msg_2", {"n": 2})]
+
+
 # ---------------------------------------------------------------- logs
 
 

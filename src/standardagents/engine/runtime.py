@@ -92,6 +92,9 @@ class Runtime:
         self.auto_titles = auto_titles if auto_titles is not None else os.environ.get(
             "STANDARDAGENTS_AUTO_TITLES", "").lower() in ("1", "true", "yes")
         self._background: set[asyncio.Task[Any]] = set()
+        #: every execution task started here (running or waiting for its thread)
+        self._tasks: set[asyncio.Task[ExecutionResult]] = set()
+        self._pending: dict[str, int] = {}
         self.store = store
         self.bus = bus or EventBus()
         self.model_override = model_override
@@ -154,8 +157,13 @@ class Runtime:
         self._closed = True
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
-        for task in [*self._running.values(), *self._background]:
+        for task in [*self._running.values(), *self._tasks, *self._background]:
             task.cancel()
+        for task in list(self._tasks):
+            try:
+                await task
+            except BaseException:
+                pass
         for task in list(self._background):
             try:
                 await task
@@ -654,12 +662,39 @@ class Runtime:
         if content is not None or parts or attachments:
             message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
                               attachments=list(attachments or []), side=side, metadata=dict(metadata or {}), silent=silent)
-        task = asyncio.create_task(self._execute(thread, agent, message, start_side, execution_id))
+        queued = message is not None and self._pending.get(thread.id, 0) > 0
+        if queued:
+            assert message is not None
+            # the thread is busy: the message waits in the store, so a restart does not lose it
+            await self.store.set_env("inbox", thread.id, message.id, {
+                "owner": self.owner, "queuedAt": now_ms(), "startSide": start_side, "message": message.to_dict()})
+        return self._track(self._execute(thread, agent, message, start_side, execution_id, queued=queued), thread.id)
+
+    def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
+        """Run an execution task, counted as pending on its thread until it ends."""
+        task: asyncio.Task[ExecutionResult] = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        self._pending[thread_id] = self._pending.get(thread_id, 0) + 1
+
+        def finished(t: asyncio.Task[ExecutionResult]) -> None:
+            self._tasks.discard(t)
+            left = self._pending.get(thread_id, 1) - 1
+            if left > 0:
+                self._pending[thread_id] = left
+            else:
+                self._pending.pop(thread_id, None)
+
+        task.add_done_callback(finished)
         return task
+
+    async def drain(self) -> None:
+        """Wait until every started or queued execution (and recovered one) has ended."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def _execute(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                        start_side: Literal["a", "b"], execution_id: str | None = None,
-                       resume: ExecutionRecord | None = None) -> ExecutionResult:
+                       resume: ExecutionRecord | None = None, queued: bool = False) -> ExecutionResult:
         async with self._lock(thread.id):
             if resume is not None:
                 return await self._resume(thread, agent, resume)
@@ -695,6 +730,8 @@ class Runtime:
                     stored = await self.create_messages(state, [message], execution=record, hooks=setup.hooks)
                     execution.user_message = stored[0]
                     state._hooks = None
+                    if queued:
+                        await self.store.delete_env("inbox", thread.id, message.id)
                 else:
                     await self.store.save_execution(record)
                 self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
@@ -791,7 +828,38 @@ class Runtime:
                 await self.repair_transcript(state, reason="the process running this call stopped before it finished")
             settled.append(record.id)
             log.warning("recovered execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
+        await self._recover_inbox(host, stale_before)
         return settled
+
+    async def _recover_inbox(self, host: str, stale_before: int) -> None:
+        """Send again the messages a gone process had queued for busy threads."""
+        for thread_id, message_id, entry in await self.store.list_scope("inbox"):
+            if not isinstance(entry, dict):
+                continue
+            owner = str(entry.get("owner", ""))
+            owner_host, _, pid = owner.rpartition(":")
+            if owner == self.owner:
+                continue
+            if owner_host == host and pid.isdigit():
+                if _alive(int(pid)):
+                    continue
+            elif int(entry.get("queuedAt", 0)) >= stale_before:
+                continue
+            try:
+                await self.store.get_message(message_id)
+                already_stored = True
+            except NotFoundError:
+                already_stored = False
+            thread = await self.store.get_thread(thread_id)
+            if already_stored or thread is None or not self.registry.has("agents", thread.agent, thread.package):
+                await self.store.delete_env("inbox", thread_id, message_id)
+                continue
+            message = Message.from_dict(entry["message"])
+            agent = await self.agent(thread.agent, thread.package)
+            await self.store.set_env("inbox", thread_id, message_id, {**entry, "owner": self.owner})
+            log.warning("sending message %s of thread %s again (it was queued by %s, which is gone)",
+                        message_id, thread_id, owner)
+            self._track(self._execute(thread, agent, message, entry.get("startSide", "a"), queued=True), thread_id)
 
     # approvals -----------------------------------------------------------------------------
     async def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:
@@ -846,7 +914,7 @@ class Runtime:
             return None
         thread = await self.get_thread(data["thread_id"])
         agent = await self.agent(thread.agent, thread.package)
-        return asyncio.create_task(self._execute(thread, agent, None, record.side, resume=record))
+        return self._track(self._execute(thread, agent, None, record.side, resume=record), thread.id)
 
     async def _resume(self, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
         """Continue a paused execution (lock held): the same record, its counters restored."""

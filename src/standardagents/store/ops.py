@@ -503,7 +503,8 @@ def delete_file(conn: Connection, thread_id: str, path: str) -> bool:
 _UPSERT_ENV = _upsert(env_values, ["scope", "scope_id", "key"], ["value", "updated_at"])
 _ENV_SCOPE = and_(env_values.c.scope == bindparam("scope"), env_values.c.scope_id == bindparam("scope_id"))
 _ENV_KEY = and_(_ENV_SCOPE, env_values.c.key == bindparam("key"))
-ENV_SCOPES = ("thread", "user", "instance")
+#: "inbox" holds messages sent to a busy thread until their turn starts (scope id: the thread)
+ENV_SCOPES = ("thread", "user", "instance", "inbox")
 
 
 def _check_scope(scope: str) -> None:
@@ -529,6 +530,14 @@ def list_env(conn: Connection, scope: str, scope_id: str) -> dict[str, Any]:
     rows = conn.execute(select(env_values.c.key, env_values.c.value).where(_ENV_SCOPE)
                         .order_by(env_values.c.key), {"scope": scope, "scope_id": scope_id})
     return {r[0]: r[1] for r in rows}
+
+
+def list_scope(conn: Connection, scope: str) -> list[tuple[str, str, Any]]:
+    """Every ``(scope_id, key, value)`` of one scope, oldest first."""
+    _check_scope(scope)
+    rows = conn.execute(select(env_values.c.scope_id, env_values.c.key, env_values.c.value)
+                        .where(env_values.c.scope == scope).order_by(env_values.c.updated_at, env_values.c.key))
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 def delete_env(conn: Connection, scope: str, scope_id: str, key: str) -> bool:

@@ -328,6 +328,9 @@ class SQLStore:
     async def save_execution(self, execution: ExecutionRecord) -> None:
         await self._run(ops.save_execution, execution)
 
+    async def list_scope(self, scope: str) -> list[tuple[str, str, Any]]:
+        return await self._run(ops.list_scope, scope, write=False)
+
     async def touch_executions(self, execution_ids: list[str], now: int) -> int:
         return await self._run(ops.touch_executions, list(execution_ids), now)
 
