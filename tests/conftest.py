@@ -7,11 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from standardagents import Runtime
 from standardagents.project import build_registry
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub
+
+# Timing is not what property tests check: a loaded 2-core machine must not fail them.
+settings.register_profile("standardagents", deadline=None)
+settings.load_profile("standardagents")
 
 # Shared fixture modules, registered here (before any test module imports from them) so that
 # pytest rewrites their asserts and their fixtures are available everywhere.

@@ -169,3 +169,47 @@ async def test_a_message_queued_behind_a_killed_turn_is_sent_after_the_restart(t
         assert await rt.store.list_scope("inbox") == []
     finally:
         await rt.aclose()
+
+
+async def test_two_runtimes_on_one_database_never_run_a_thread_at_the_same_time(tmp_path: Path, stub) -> None:
+    import asyncio
+
+    from engine_helpers import stub_model
+    from standardagents import define_agent, define_prompt, define_tool
+    from standardagents.project import build_registry
+    from standardagents.testing.openai_stub import StubReply
+
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    @define_tool
+    async def wait_here() -> str:
+        """Waits until the test lets it finish."""
+        started.set()
+        await release.wait()
+        return "released"
+
+    def registry():
+        return build_registry(define_agent(name="helper", side_a={"prompt": "p"}),
+                              define_prompt(name="p", prompt="x", tools=["wait_here"]), wait_here, stub_model(stub))
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = await Runtime.open(registry(), store=open_store(url))
+    second = await Runtime.open(registry(), store=open_store(url))
+    try:
+        stub.queue(StubReply(tool_calls=[("wait_here", "{}")]), "first done", "second done")
+        thread = await first.create_thread("helper")
+        one = await first.start(thread.id, "first")
+        await asyncio.wait_for(started.wait(), 10)
+        two = await second.start(thread.id, "second")
+        done, _ = await asyncio.wait({two}, timeout=0.5)
+        assert not done, "the second runtime ran the thread while the first one held it"
+        release.set()
+        assert (await one).text == "first done"
+        assert (await two).text == "second done"
+        roles = [(m.role, m.content) for m in await first.store.list_messages(thread.id)]
+        assert [r for r, _ in roles] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+        assert await first.store.list_scope("lock") == []
+    finally:
+        await second.aclose()
+        await first.aclose()

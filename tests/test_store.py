@@ -411,6 +411,17 @@ async def test_list_scope_returns_every_entry_of_a_scope_oldest_first(store: SQL
     assert await store.list_scope("inbox") == [("thr_b", "msg_2", {"n": 2})]
 
 
+async def test_claim_env_is_an_atomic_claim_with_takeover_of_stale_ones(store: SQLStore) -> None:
+    assert await store.claim_env("lock", "", "thr_x", {"owner": "a"}, 1000) is True
+    assert await store.claim_env("lock", "", "thr_x", {"owner": "b"}, 2000) is False
+    assert await store.claim_env("lock", "", "thr_x", {"owner": "b"}, 2000, stale_before=900) is False
+    assert await store.get_env("lock", "", "thr_x") == {"owner": "a"}
+    assert await store.touch_env("lock", "", ["thr_x"], 1500) == 1
+    assert await store.claim_env("lock", "", "thr_x", {"owner": "b"}, 3000, stale_before=1400) is False
+    assert await store.claim_env("lock", "", "thr_x", {"owner": "b"}, 3000, stale_before=1600) is True
+    assert await store.get_env("lock", "", "thr_x") == {"owner": "b"}
+
+
 # ---------------------------------------------------------------- logs
 
 

@@ -95,6 +95,8 @@ class Runtime:
         #: every execution task started here (running or waiting for its thread)
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()
         self._pending: dict[str, int] = {}
+        #: threads this process holds across processes (see _claim_thread)
+        self._claimed: set[str] = set()
         self.store = store
         self.bus = bus or EventBus()
         self.model_override = model_override
@@ -696,65 +698,96 @@ class Runtime:
                        start_side: Literal["a", "b"], execution_id: str | None = None,
                        resume: ExecutionRecord | None = None, queued: bool = False) -> ExecutionResult:
         async with self._lock(thread.id):
-            if resume is not None:
-                return await self._resume(thread, agent, resume)
-            record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": self.owner})
-            if execution_id:
-                record.id = execution_id
-            ex = ExecutionState(id=record.id, side=start_side)
-            state = ThreadState(self, thread, agent, thread.package, ex)
-            execution = Execution(self, state, agent, record)
-            task = asyncio.current_task()
-            assert task is not None
-            self._running[thread.id] = task
-            self._executions[thread.id] = execution
-            self._beat()
+            await self._claim_thread(thread.id)
             try:
-                if thread.id in self._fresh:
-                    self._fresh.discard(thread.id)
-                    ex.message_history = []
-                else:
-                    ex.message_history = place_summaries(await self.store.list_messages(thread.id))
-                if _has_unanswered_calls(ex.message_history):
-                    for waiting in await self.store.list_executions(thread_id=thread.id, status="waiting"):
-                        # a new message moves the conversation on: pending approvals lapse
-                        waiting.status = "cancelled"
-                        waiting.stop_reason = "cancelled"
-                        waiting.updated_at = now_ms()
-                        await self.store.save_execution(waiting)
-                    await self.repair_transcript(state, reason="the call was not approved before the conversation moved on"
-                                                 if message is not None else "no result was recorded for this call")
-                if message is not None:
-                    setup = await self.side_setup(agent, start_side, thread.package)
-                    state._hooks = setup.hooks
-                    stored = await self.create_messages(state, [message], execution=record, hooks=setup.hooks)
-                    execution.user_message = stored[0]
-                    state._hooks = None
-                    if queued:
-                        await self.store.delete_env("inbox", thread.id, message.id)
-                else:
-                    await self.store.save_execution(record)
-                self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
-            except asyncio.CancelledError:
-                self._running.pop(thread.id, None)
-                self._executions.pop(thread.id, None)
-                raise
-            except StandardAgentsError as exc:
-                self._running.pop(thread.id, None)
-                self._executions.pop(thread.id, None)
-                self.bus.emit("error", thread.id, {"message": str(exc), "code": "error"})
-                self.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": str(exc)})
-                return ExecutionResult(thread.id, record.id, "error", "error", error=str(exc))
-            try:
-                result = await execution.run()
+                return await self._execute_locked(thread, agent, message, start_side, execution_id, resume, queued)
             finally:
-                self._running.pop(thread.id, None)
-                self._executions.pop(thread.id, None)
-            if self.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
-                task = asyncio.get_running_loop().create_task(self._title(thread, agent, message, result.text))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-            return result
+                await self._release_thread(thread.id)
+
+    async def _claim_thread(self, thread_id: str) -> None:
+        """Hold the thread across processes (another worker, a CLI on the same database): wait
+        while a live process runs one of its executions; a claim not refreshed within the
+        lease belonged to a process that is gone and is taken over."""
+        delay = 0.01
+        value = {"owner": self.owner}
+        while True:
+            now = now_ms()
+            if await self.store.claim_env("lock", "", thread_id, value, now,
+                                          stale_before=now - int(self.execution_lease * 1000)):
+                self._claimed.add(thread_id)
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def _release_thread(self, thread_id: str) -> None:
+        self._claimed.discard(thread_id)
+        try:
+            await asyncio.shield(self.store.delete_env("lock", "", thread_id))
+        except Exception:
+            log.warning("could not release thread %s", thread_id, exc_info=True)
+
+    async def _execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+                              start_side: Literal["a", "b"], execution_id: str | None,
+                              resume: ExecutionRecord | None, queued: bool) -> ExecutionResult:
+        if resume is not None:
+            return await self._resume(thread, agent, resume)
+        record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": self.owner})
+        if execution_id:
+            record.id = execution_id
+        ex = ExecutionState(id=record.id, side=start_side)
+        state = ThreadState(self, thread, agent, thread.package, ex)
+        execution = Execution(self, state, agent, record)
+        task = asyncio.current_task()
+        assert task is not None
+        self._running[thread.id] = task
+        self._executions[thread.id] = execution
+        self._beat()
+        try:
+            if thread.id in self._fresh:
+                self._fresh.discard(thread.id)
+                ex.message_history = []
+            else:
+                ex.message_history = place_summaries(await self.store.list_messages(thread.id))
+            if _has_unanswered_calls(ex.message_history):
+                for waiting in await self.store.list_executions(thread_id=thread.id, status="waiting"):
+                    # a new message moves the conversation on: pending approvals lapse
+                    waiting.status = "cancelled"
+                    waiting.stop_reason = "cancelled"
+                    waiting.updated_at = now_ms()
+                    await self.store.save_execution(waiting)
+                await self.repair_transcript(state, reason="the call was not approved before the conversation moved on"
+                                             if message is not None else "no result was recorded for this call")
+            if message is not None:
+                setup = await self.side_setup(agent, start_side, thread.package)
+                state._hooks = setup.hooks
+                stored = await self.create_messages(state, [message], execution=record, hooks=setup.hooks)
+                execution.user_message = stored[0]
+                state._hooks = None
+                if queued:
+                    await self.store.delete_env("inbox", thread.id, message.id)
+            else:
+                await self.store.save_execution(record)
+            self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
+        except asyncio.CancelledError:
+            self._running.pop(thread.id, None)
+            self._executions.pop(thread.id, None)
+            raise
+        except StandardAgentsError as exc:
+            self._running.pop(thread.id, None)
+            self._executions.pop(thread.id, None)
+            self.bus.emit("error", thread.id, {"message": str(exc), "code": "error"})
+            self.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": str(exc)})
+            return ExecutionResult(thread.id, record.id, "error", "error", error=str(exc))
+        try:
+            result = await execution.run()
+        finally:
+            self._running.pop(thread.id, None)
+            self._executions.pop(thread.id, None)
+        if self.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
+            task = asyncio.get_running_loop().create_task(self._title(thread, agent, message, result.text))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return result
 
     async def _title(self, thread: ThreadRecord, agent: AgentDefinition, message: Message, reply: str | None) -> None:
         """Give an untitled thread a short title written by its agent's model (a side task)."""
@@ -784,11 +817,13 @@ class Runtime:
         while True:
             await asyncio.sleep(self.execution_lease / 3)
             ids = [e.record.id for e in self._executions.values()]
-            if ids:
-                try:
+            try:
+                if ids:
                     await self.store.touch_executions(ids, now_ms())
-                except Exception:
-                    log.warning("could not refresh the running executions", exc_info=True)
+                if self._claimed:
+                    await self.store.touch_env("lock", "", list(self._claimed), now_ms())
+            except Exception:
+                log.warning("could not refresh the running executions", exc_info=True)
 
     def _beat(self) -> None:
         if self._heartbeat_task is None and not self._closed:
@@ -828,6 +863,11 @@ class Runtime:
                 await self.repair_transcript(state, reason="the process running this call stopped before it finished")
             settled.append(record.id)
             log.warning("recovered execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
+        for _scope_id, locked_thread, entry in await self.store.list_scope("lock"):
+            owner = str(entry.get("owner", "")) if isinstance(entry, dict) else ""
+            owner_host, _, pid = owner.rpartition(":")
+            if owner != self.owner and owner_host == host and pid.isdigit() and not _alive(int(pid)):
+                await self.store.delete_env("lock", "", locked_thread)
         await self._recover_inbox(host, stale_before)
         return settled
 

@@ -102,6 +102,16 @@ class Store(Protocol):
     async def get_env(self, scope: str, scope_id: str, key: str) -> Any: ...
     async def list_env(self, scope: str, scope_id: str) -> dict[str, Any]: ...
     async def delete_env(self, scope: str, scope_id: str, key: str) -> bool: ...
+    async def claim_env(self, scope: str, scope_id: str, key: str, value: Any, now: int,
+                        stale_before: int | None = None) -> bool:
+        """Write ``key`` only if absent (or last written before ``stale_before``): an atomic
+        claim across processes. True when this call wrote it."""
+        ...
+
+    async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int) -> int:
+        """Refresh when some keys of a scope were last written (keeps claims alive)."""
+        ...
+
     async def list_scope(self, scope: str) -> list[tuple[str, str, Any]]:
         """Every ``(scope_id, key, value)`` of one scope (``inbox``: messages waiting for a
         busy thread), oldest first."""

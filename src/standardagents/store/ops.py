@@ -503,8 +503,12 @@ def delete_file(conn: Connection, thread_id: str, path: str) -> bool:
 _UPSERT_ENV = _upsert(env_values, ["scope", "scope_id", "key"], ["value", "updated_at"])
 _ENV_SCOPE = and_(env_values.c.scope == bindparam("scope"), env_values.c.scope_id == bindparam("scope_id"))
 _ENV_KEY = and_(_ENV_SCOPE, env_values.c.key == bindparam("key"))
-#: "inbox" holds messages sent to a busy thread until their turn starts (scope id: the thread)
-ENV_SCOPES = ("thread", "user", "instance", "inbox")
+#: "inbox" holds messages sent to a busy thread until their turn starts (scope id: the thread);
+#: "lock" holds which process runs a thread's execution (key: the thread)
+ENV_SCOPES = ("thread", "user", "instance", "inbox", "lock")
+_INSERT_ENV_IF_ABSENT = {name: mod.insert(env_values).on_conflict_do_nothing(
+    index_elements=[env_values.c.scope, env_values.c.scope_id, env_values.c.key])
+    for name, mod in (("sqlite", sqlite_dialect), ("postgresql", pg_dialect))}
 
 
 def _check_scope(scope: str) -> None:
@@ -530,6 +534,33 @@ def list_env(conn: Connection, scope: str, scope_id: str) -> dict[str, Any]:
     rows = conn.execute(select(env_values.c.key, env_values.c.value).where(_ENV_SCOPE)
                         .order_by(env_values.c.key), {"scope": scope, "scope_id": scope_id})
     return {r[0]: r[1] for r in rows}
+
+
+def claim_env(conn: Connection, scope: str, scope_id: str, key: str, value: Any, now: int,
+              stale_before: int | None = None) -> bool:
+    """Set ``key`` only if it is absent, or (with ``stale_before``) last written before then:
+    an atomic claim. True when this call wrote it."""
+    _check_scope(scope)
+    params = {"scope": scope, "scope_id": scope_id, "key": key, "value": value, "updated_at": now}
+    if conn.execute(_INSERT_ENV_IF_ABSENT[_dialect(conn)], params).rowcount == 1:
+        return True
+    if stale_before is None:
+        return False
+    e = env_values.c
+    result = conn.execute(update(env_values).where(e.scope == scope, e.scope_id == scope_id, e.key == key,
+                                                   e.updated_at < stale_before).values(value=value, updated_at=now))
+    return bool(result.rowcount == 1)
+
+
+def touch_env(conn: Connection, scope: str, scope_id: str, keys: list[str], now: int) -> int:
+    """Refresh ``updated_at`` of some keys of one scope (a heartbeat for claims)."""
+    _check_scope(scope)
+    if not keys:
+        return 0
+    e = env_values.c
+    result = conn.execute(update(env_values).where(e.scope == scope, e.scope_id == scope_id, e.key.in_(keys))
+                          .values(updated_at=now))
+    return int(result.rowcount or 0)
 
 
 def list_scope(conn: Connection, scope: str) -> list[tuple[str, str, Any]]:

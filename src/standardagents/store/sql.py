@@ -328,6 +328,13 @@ class SQLStore:
     async def save_execution(self, execution: ExecutionRecord) -> None:
         await self._run(ops.save_execution, execution)
 
+    async def claim_env(self, scope: str, scope_id: str, key: str, value: Any, now: int,
+                        stale_before: int | None = None) -> bool:
+        return await self._run(ops.claim_env, scope, scope_id, key, value, now, stale_before)
+
+    async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int) -> int:
+        return await self._run(ops.touch_env, scope, scope_id, list(keys), now)
+
     async def list_scope(self, scope: str) -> list[tuple[str, str, Any]]:
         return await self._run(ops.list_scope, scope, write=False)
 
