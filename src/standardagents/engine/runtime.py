@@ -722,7 +722,7 @@ class Runtime:
     async def _release_thread(self, thread_id: str) -> None:
         self._claimed.discard(thread_id)
         try:
-            await asyncio.shield(self.store.delete_env("lock", "", thread_id))
+            await asyncio.shield(self.store.release_env("lock", "", thread_id))
         except Exception:
             log.warning("could not release thread %s", thread_id, exc_info=True)
 

@@ -108,6 +108,10 @@ class Store(Protocol):
         claim across processes. True when this call wrote it."""
         ...
 
+    async def release_env(self, scope: str, scope_id: str, key: str) -> bool:
+        """Delete a claim made with :meth:`claim_env`."""
+        ...
+
     async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int) -> int:
         """Refresh when some keys of a scope were last written (keeps claims alive)."""
         ...

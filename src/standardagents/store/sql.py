@@ -330,7 +330,35 @@ class SQLStore:
 
     async def claim_env(self, scope: str, scope_id: str, key: str, value: Any, now: int,
                         stale_before: int | None = None) -> bool:
+        if self.dialect == "sqlite":  # taken around every execution: straight on the cursor
+            return await self._run(self._sqlite_claim, scope, scope_id, key, value, now, stale_before)
         return await self._run(ops.claim_env, scope, scope_id, key, value, now, stale_before)
+
+    def _sqlite_claim(self, conn: Connection, scope: str, scope_id: str, key: str, value: Any, now: int,
+                      stale_before: int | None) -> bool:
+        if scope not in ops.ENV_SCOPES:
+            return ops.claim_env(conn, scope, scope_id, key, value, now, stale_before)
+        cur = self._cursor
+        cur.execute("INSERT INTO env_values (scope, scope_id, key, value, updated_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING", (scope, scope_id, key, _dumps(value), now))
+        if cur.rowcount == 1:
+            return True
+        if stale_before is None:
+            return False
+        cur.execute("UPDATE env_values SET value = ?, updated_at = ? WHERE scope = ? AND scope_id = ? AND key = ? "
+                    "AND updated_at < ?", (_dumps(value), now, scope, scope_id, key, stale_before))
+        return bool(cur.rowcount == 1)
+
+    async def release_env(self, scope: str, scope_id: str, key: str) -> bool:
+        """Delete a claim (like :meth:`delete_env`, straight on the cursor for SQLite)."""
+        if self.dialect == "sqlite":
+            return await self._run(self._sqlite_release, scope, scope_id, key)
+        return await self._run(ops.delete_env, scope, scope_id, key)
+
+    def _sqlite_release(self, conn: Connection, scope: str, scope_id: str, key: str) -> bool:
+        cur = self._cursor
+        cur.execute("DELETE FROM env_values WHERE scope = ? AND scope_id = ? AND key = ?", (scope, scope_id, key))
+        return bool(cur.rowcount == 1)
 
     async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int) -> int:
         return await self._run(ops.touch_env, scope, scope_id, list(keys), now)
