@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import socket
@@ -40,6 +41,7 @@ class Turn:
     first_text: float | None
     total: float
     messages: int
+    stop_reason: str | None = None
 
 
 def _free_port() -> int:
@@ -136,6 +138,7 @@ async def run_turn(client: httpx.AsyncClient, thread_id: str) -> Turn:
     start = time.perf_counter()
     first_event = first_text = None
     messages = 0
+    stop_reason = None
     async with client.stream("POST", f"/api/threads/{thread_id}/messages", params={"stream": "true"},
                              json={"content": "Add 1 and 2."}) as response:
         response.raise_for_status()
@@ -155,8 +158,10 @@ async def run_turn(client: httpx.AsyncClient, thread_id: str) -> Turn:
                     first_text = now
                 elif event["type"] == "message_created":
                     messages += 1
+                elif event["type"] == "done":
+                    stop_reason = event["data"].get("stopReason")
     total = time.perf_counter() - start
-    return Turn(first_event if first_event is not None else total, first_text, total, messages)
+    return Turn(first_event if first_event is not None else total, first_text, total, messages, stop_reason)
 
 
 def _ms(values: list[float]) -> str:
@@ -177,13 +182,18 @@ async def _load(base: str, token: str, n: int, request_timeout: float) -> None:
             r = await client.post("/api/threads", json={"agent": "bench"})
             r.raise_for_status()
             threads.append(r.json()["id"])
-        await run_turn(client, threads[0])  # warm-up: imports, provider connection
+        warm = await client.post("/api/threads", json={"agent": "bench"})  # a thread of its own, so every
+        warm.raise_for_status()                                             # measured turn is a first turn
+        await run_turn(client, warm.json()["id"])  # warm-up: imports, provider connection
         start = time.perf_counter()
         turns = await asyncio.gather(*(run_turn(client, tid) for tid in threads))
         wall = time.perf_counter() - start
     messages = sum(t.messages for t in turns)
+    reasons = collections.Counter(t.stop_reason for t in turns)
+    odd = collections.Counter(t.messages for t in turns if t.messages != 4)
     print(f"threads: {n}, wall time {wall:.2f} s")
     print(f"messages created: {messages} ({messages / wall:.0f} messages/s), turns {n / wall:.1f}/s")
+    print(f"turns by stop reason: {dict(reasons)}" + (f"; turns with other than 4 messages: {dict(odd)}" if odd else ""))
     print(f"first event after POST: {_ms([t.first_event for t in turns])}")
     print(f"first text chunk after POST: {_ms([t.first_text for t in turns if t.first_text is not None])}")
     print(f"whole turn: {_ms([t.total for t in turns])}")
