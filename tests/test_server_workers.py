@@ -53,6 +53,22 @@ async def database() -> AsyncIterator[str]:
         await admin.close()
 
 
+def _start_server(project: Path, port: int, database: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``standardagents serve`` with two workers, in its own process group."""
+    return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
+                             "--database-url", database], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+
+def _stop_server(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 async def _stream_until_done(client: httpx.AsyncClient, thread_id: str, ready: asyncio.Event) -> list[str]:
     types: list[str] = []
     async with client.stream("GET", f"/api/threads/{thread_id}/stream") as response:
@@ -83,9 +99,7 @@ async def test_two_workers_on_postgresql_stream_every_turn_to_any_client(databas
     await store.close()
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    proc = subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
-                             "--database-url", database], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = _start_server(project, port, database, env)
     try:
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as client:
@@ -112,11 +126,4 @@ async def test_two_workers_on_postgresql_stream_every_turn_to_any_client(databas
                     messages = (await client.get(f"/api/threads/{thread}/messages")).json()["messages"]
                     assert messages[0]["content"] == "What is 2 + 3?" and messages[-1]["role"] == "assistant"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        _stop_server(proc)
