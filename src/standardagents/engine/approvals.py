@@ -7,6 +7,8 @@ call continues the same execution (a denial becomes a tool result the model read
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import secrets
 from typing import TYPE_CHECKING, Any
@@ -14,9 +16,13 @@ from typing import TYPE_CHECKING, Any
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
 from ..exceptions import StandardAgentsError
+from ..records import ExecutionRecord, ThreadRecord, now_ms
 
 if TYPE_CHECKING:
+    from ..definitions import AgentDefinition
     from ..store.base import Store
+    from .loop import ExecutionResult
+    from .runtime import Runtime
 
 __all__ = ["TOKEN_MAX_AGE", "ApprovalError", "make_token", "read_token", "signing_secret"]
 
@@ -60,3 +66,82 @@ def read_token(secret: str, token: str, *, max_age: int = TOKEN_MAX_AGE) -> dict
     if not isinstance(data, dict) or not {"t", "e", "c"} <= set(data):
         raise ApprovalError("this approval token is not valid")
     return {"thread_id": data["t"], "execution_id": data["e"], "call_id": data["c"]}
+
+
+async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
+    """The calls of a thread waiting for a decision, each with a fresh resume token."""
+    secret = await signing_secret(rt.store)
+    out = []
+    for record in await rt.store.list_executions(thread_id=thread_id, status="waiting"):
+        decided = record.state.get("decisions", {})
+        for item in record.state.get("pending", []):
+            if item["id"] in decided:
+                continue
+            try:
+                arguments: Any = json.loads(item.get("arguments") or "{}")
+            except ValueError:
+                arguments = item.get("arguments")
+            out.append({"id": item["id"], "tool": item["name"], "arguments": arguments, "executionId": record.id,
+                        "token": make_token(secret, thread_id=thread_id, execution_id=record.id, call_id=item["id"])})
+    return out
+
+
+async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None = None,
+                 thread_id: str | None = None) -> asyncio.Task[ExecutionResult] | None:
+    """Approve or deny one paused call. When it was the last pending call of its
+    execution, the same execution continues; its task is returned (else None).
+
+    Raises :class:`~standardagents.engine.approvals.ApprovalError` for a forged or stale
+    token, or a call that is no longer pending."""
+    data = read_token(await signing_secret(rt.store), token)
+    if thread_id is not None and data["thread_id"] != thread_id:
+        raise ApprovalError("this approval token belongs to another thread")
+    async with rt._lock(data["thread_id"]):
+        record = await rt.store.get_execution(data["execution_id"])
+        if record is None or record.status != "waiting":
+            raise ApprovalError("this approval is stale: the execution is no longer waiting")
+        pending = {p["id"] for p in record.state.get("pending", [])}
+        decisions = dict(record.state.get("decisions", {}))
+        if data["call_id"] not in pending or data["call_id"] in decisions:
+            raise ApprovalError("this approval is stale: the call was already decided")
+        decisions[data["call_id"]] = {"approved": bool(approved), "reason": reason}
+        record.state = {**record.state, "decisions": decisions}
+        complete = pending <= set(decisions)
+        if complete:
+            record.status = "running"
+        record.updated_at = now_ms()
+        await rt.store.save_execution(record)
+    rt.bus.emit("approval.decided", data["thread_id"], {"id": data["call_id"], "approved": bool(approved),
+                                                          "executionId": record.id, "reason": reason})
+    if not complete:
+        return None
+    thread = await rt.get_thread(data["thread_id"])
+    agent = await rt.agent(thread.agent, thread.package)
+    return rt._track(rt._execute(thread, agent, None, record.side, resume=record), thread.id)
+
+
+async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
+    """Continue a paused execution (lock held): the same record, its counters restored."""
+    from .compaction import place_summaries
+    from .loop import Execution
+    from .state import ExecutionState, ThreadState
+
+    saved = record.state
+    ex = ExecutionState(id=record.id, side=record.side, step_count=record.step_count)
+    ex.side_steps.update(saved.get("sideSteps", {}))
+    ex.session_turns = int(saved.get("sessionTurns", 0))
+    state = ThreadState(rt, thread, agent, thread.package, ex)
+    execution = Execution(rt, state, agent, record)
+    execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {})}
+    record.state = {k: v for k, v in saved.items() if k not in ("pending", "decisions")}
+    task = asyncio.current_task()
+    assert task is not None
+    rt._running[thread.id] = task
+    rt._executions[thread.id] = execution
+    try:
+        ex.message_history = place_summaries(await rt.store.list_messages(thread.id))
+        rt.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": record.side, "resumed": True})
+        return await execution.run()
+    finally:
+        rt._running.pop(thread.id, None)
+        rt._executions.pop(thread.id, None)

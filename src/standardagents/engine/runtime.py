@@ -7,7 +7,6 @@ One execution runs per thread at a time; a message sent meanwhile waits its turn
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
@@ -26,6 +25,7 @@ from ..registry import Registry
 from ..store.base import Store
 from ..toolcalls import CapabilityLatches, prepare_tools
 from ..toolsets import PluginRegistry, merge_toolsets, plugins, resolve_tool_name
+from . import approvals, recovery
 from .compaction import place_summaries
 from .context import LLMCache, clip, prompt_is_static, render_prompt
 from .hooks import HookSet
@@ -704,28 +704,6 @@ class Runtime:
             finally:
                 await self._release_thread(thread.id)
 
-    async def _claim_thread(self, thread_id: str) -> None:
-        """Hold the thread across processes (another worker, a CLI on the same database): wait
-        while a live process runs one of its executions; a claim not refreshed within the
-        lease belonged to a process that is gone and is taken over."""
-        delay = 0.01
-        value = {"owner": self.owner}
-        while True:
-            now = now_ms()
-            if await self.store.claim_env("lock", "", thread_id, value, now,
-                                          stale_before=now - int(self.execution_lease * 1000)):
-                self._claimed.add(thread_id)
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
-
-    async def _release_thread(self, thread_id: str) -> None:
-        self._claimed.discard(thread_id)
-        try:
-            await asyncio.shield(self.store.release_env("lock", "", thread_id))
-        except Exception:
-            log.warning("could not release thread %s", thread_id, exc_info=True)
-
     async def _execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                               start_side: Literal["a", "b"], execution_id: str | None,
                               resume: ExecutionRecord | None, queued: bool) -> ExecutionResult:
@@ -810,173 +788,33 @@ class Runtime:
         except Exception:
             log.warning("could not title thread %s", thread.id, exc_info=True)
 
-    # crash recovery ------------------------------------------------------------------------
-    async def _heartbeat(self) -> None:
-        """Keep the running executions' records fresh, so other hosts can tell them from
-        executions whose process died (see :meth:`recover`)."""
-        while True:
-            await asyncio.sleep(self.execution_lease / 3)
-            ids = [e.record.id for e in self._executions.values()]
-            try:
-                if ids:
-                    await self.store.touch_executions(ids, now_ms())
-                if self._claimed:
-                    await self.store.touch_env("lock", "", list(self._claimed), now_ms())
-            except Exception:
-                log.warning("could not refresh the running executions", exc_info=True)
+    # crash recovery and cross-process claims (engine/recovery.py) ---------------------------
+    async def recover(self) -> list[str]:
+        """Settle what dead processes left behind (see :func:`.recovery.recover`)."""
+        return await recovery.recover(self)
+
+    async def _claim_thread(self, thread_id: str) -> None:
+        await recovery.claim_thread(self, thread_id)
+
+    async def _release_thread(self, thread_id: str) -> None:
+        await recovery.release_thread(self, thread_id)
 
     def _beat(self) -> None:
-        if self._heartbeat_task is None and not self._closed:
-            self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat())
+        recovery.beat(self)
 
-    async def recover(self) -> list[str]:
-        """Settle executions left ``running`` by a process that is gone: they are marked
-        interrupted and their unanswered tool calls get error results, so the thread takes its
-        next message normally. A process of this host is gone when its pid is; one of another
-        host when its heartbeat is older than ``execution_lease`` seconds. Returns the ids."""
-        host = socket.gethostname()
-        stale_before = now_ms() - int(self.execution_lease * 1000)
-        mine = {e.record.id for e in self._executions.values()}
-        settled: list[str] = []
-        for record in await self.store.list_executions(status="running"):
-            owner = str(record.state.get("owner", ""))
-            owner_host, _, pid = owner.rpartition(":")
-            if owner == self.owner or record.id in mine:
-                continue
-            if owner_host == host and pid.isdigit():
-                if _alive(int(pid)):
-                    continue
-            elif record.updated_at >= stale_before:
-                continue
-            record.status = "interrupted"
-            record.stop_reason = "interrupted"
-            record.error = "the process running this execution stopped"
-            record.updated_at = now_ms()
-            await self.store.save_execution(record)
-            thread = await self.store.get_thread(record.thread_id)
-            if thread is not None:
-                agent = None
-                if self.registry.has("agents", thread.agent, thread.package):
-                    agent = await self.agent(thread.agent, thread.package)
-                state = ThreadState(self, thread, agent, thread.package)
-                state._hooks = HookSet()
-                await self.repair_transcript(state, reason="the process running this call stopped before it finished")
-            settled.append(record.id)
-            log.warning("recovered execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
-        for _scope_id, locked_thread, entry in await self.store.list_scope("lock"):
-            owner = str(entry.get("owner", "")) if isinstance(entry, dict) else ""
-            owner_host, _, pid = owner.rpartition(":")
-            if owner != self.owner and owner_host == host and pid.isdigit() and not _alive(int(pid)):
-                await self.store.delete_env("lock", "", locked_thread)
-        await self._recover_inbox(host, stale_before)
-        return settled
-
-    async def _recover_inbox(self, host: str, stale_before: int) -> None:
-        """Send again the messages a gone process had queued for busy threads."""
-        for thread_id, message_id, entry in await self.store.list_scope("inbox"):
-            if not isinstance(entry, dict):
-                continue
-            owner = str(entry.get("owner", ""))
-            owner_host, _, pid = owner.rpartition(":")
-            if owner == self.owner:
-                continue
-            if owner_host == host and pid.isdigit():
-                if _alive(int(pid)):
-                    continue
-            elif int(entry.get("queuedAt", 0)) >= stale_before:
-                continue
-            try:
-                await self.store.get_message(message_id)
-                already_stored = True
-            except NotFoundError:
-                already_stored = False
-            thread = await self.store.get_thread(thread_id)
-            if already_stored or thread is None or not self.registry.has("agents", thread.agent, thread.package):
-                await self.store.delete_env("inbox", thread_id, message_id)
-                continue
-            message = Message.from_dict(entry["message"])
-            agent = await self.agent(thread.agent, thread.package)
-            await self.store.set_env("inbox", thread_id, message_id, {**entry, "owner": self.owner})
-            log.warning("sending message %s of thread %s again (it was queued by %s, which is gone)",
-                        message_id, thread_id, owner)
-            self._track(self._execute(thread, agent, message, entry.get("startSide", "a"), queued=True), thread_id)
-
-    # approvals -----------------------------------------------------------------------------
+    # approvals (engine/approvals.py) ---------------------------------------------------------
     async def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:
         """The calls of a thread waiting for a decision, each with a fresh resume token."""
-        from .approvals import make_token, signing_secret
-
-        secret = await signing_secret(self.store)
-        out = []
-        for record in await self.store.list_executions(thread_id=thread_id, status="waiting"):
-            decided = record.state.get("decisions", {})
-            for item in record.state.get("pending", []):
-                if item["id"] in decided:
-                    continue
-                try:
-                    arguments: Any = json.loads(item.get("arguments") or "{}")
-                except ValueError:
-                    arguments = item.get("arguments")
-                out.append({"id": item["id"], "tool": item["name"], "arguments": arguments, "executionId": record.id,
-                            "token": make_token(secret, thread_id=thread_id, execution_id=record.id, call_id=item["id"])})
-        return out
+        return await approvals.pending_approvals(self, thread_id)
 
     async def decide(self, token: str, approved: bool, *, reason: str | None = None,
                      thread_id: str | None = None) -> asyncio.Task[ExecutionResult] | None:
-        """Approve or deny one paused call. When it was the last pending call of its
-        execution, the same execution continues; its task is returned (else None).
-
-        Raises :class:`~standardagents.engine.approvals.ApprovalError` for a forged or stale
-        token, or a call that is no longer pending."""
-        from .approvals import ApprovalError, read_token, signing_secret
-
-        data = read_token(await signing_secret(self.store), token)
-        if thread_id is not None and data["thread_id"] != thread_id:
-            raise ApprovalError("this approval token belongs to another thread")
-        async with self._lock(data["thread_id"]):
-            record = await self.store.get_execution(data["execution_id"])
-            if record is None or record.status != "waiting":
-                raise ApprovalError("this approval is stale: the execution is no longer waiting")
-            pending = {p["id"] for p in record.state.get("pending", [])}
-            decisions = dict(record.state.get("decisions", {}))
-            if data["call_id"] not in pending or data["call_id"] in decisions:
-                raise ApprovalError("this approval is stale: the call was already decided")
-            decisions[data["call_id"]] = {"approved": bool(approved), "reason": reason}
-            record.state = {**record.state, "decisions": decisions}
-            complete = pending <= set(decisions)
-            if complete:
-                record.status = "running"
-            record.updated_at = now_ms()
-            await self.store.save_execution(record)
-        self.bus.emit("approval.decided", data["thread_id"], {"id": data["call_id"], "approved": bool(approved),
-                                                              "executionId": record.id, "reason": reason})
-        if not complete:
-            return None
-        thread = await self.get_thread(data["thread_id"])
-        agent = await self.agent(thread.agent, thread.package)
-        return self._track(self._execute(thread, agent, None, record.side, resume=record), thread.id)
+        """Approve or deny one paused call; the last decision continues the same execution
+        (its task is returned). Forged or stale tokens raise ``ApprovalError``."""
+        return await approvals.decide(self, token, approved, reason=reason, thread_id=thread_id)
 
     async def _resume(self, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
-        """Continue a paused execution (lock held): the same record, its counters restored."""
-        saved = record.state
-        ex = ExecutionState(id=record.id, side=record.side, step_count=record.step_count)
-        ex.side_steps.update(saved.get("sideSteps", {}))
-        ex.session_turns = int(saved.get("sessionTurns", 0))
-        state = ThreadState(self, thread, agent, thread.package, ex)
-        execution = Execution(self, state, agent, record)
-        execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {})}
-        record.state = {k: v for k, v in saved.items() if k not in ("pending", "decisions")}
-        task = asyncio.current_task()
-        assert task is not None
-        self._running[thread.id] = task
-        self._executions[thread.id] = execution
-        try:
-            ex.message_history = place_summaries(await self.store.list_messages(thread.id))
-            self.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": record.side, "resumed": True})
-            return await execution.run()
-        finally:
-            self._running.pop(thread.id, None)
-            self._executions.pop(thread.id, None)
+        return await approvals.resume(self, thread, agent, record)
 
     async def stop(self, thread_id: str) -> bool:
         """Cancel the running execution of a thread; True when one was running."""
@@ -1012,19 +850,6 @@ class Runtime:
                 await rt.aclose()
 
         return asyncio.run(main())
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process of this host still runs."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _has_unanswered_calls(history: list[Message]) -> bool:
