@@ -4,15 +4,19 @@ its lifespan, pauses that end early at shutdown, and ``with`` / ``async with`` u
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["LoopbackServer"]
+__all__ = ["LoopbackServer", "ScriptedServer"]
+
+R = TypeVar("R")
 
 
 class LoopbackServer:
@@ -114,3 +118,68 @@ class LoopbackServer:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await asyncio.to_thread(self.stop)
+
+
+class ScriptedServer(LoopbackServer, Generic[R]):
+    """A loopback server whose replies come from a queue, then a responder, then a default.
+
+    Every received body (and its headers) is recorded before the reply is chosen, so a test
+    can assert exactly what the client sent. Subclasses say how an item becomes a reply
+    (:meth:`_coerce`) and what answers when nothing is scripted (:meth:`_default_reply`).
+    """
+
+    def __init__(self, responder: Callable[[dict[str, Any]], Any] | None = None, *,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host=host, port=port)
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._queue: collections.deque[R] = collections.deque()
+        self._cond = threading.Condition()
+        self._serial = 0
+
+    def _coerce(self, item: Any) -> R:
+        raise NotImplementedError
+
+    def _default_reply(self) -> R:
+        raise NotImplementedError
+
+    def queue(self, *replies: Any) -> None:
+        """Answer the next requests with these replies, in order (before any responder)."""
+        with self._cond:
+            self._queue.extend(self._coerce(r) for r in replies)
+
+    def reset(self) -> None:
+        """Forget received requests and queued replies."""
+        with self._cond:
+            self.requests.clear()
+            self.headers.clear()
+            self._queue.clear()
+
+    def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Block until ``n`` requests arrived (from a thread other than the server's)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):
+                raise TimeoutError(f"stub received {len(self.requests)} requests, expected {n}")
+            return list(self.requests)
+
+    async def wait_requests_async(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:  # noqa: ASYNC109
+        """Like :meth:`wait_requests`, without blocking the calling event loop."""
+        return await asyncio.to_thread(self.wait_requests, n, timeout)
+
+    def _record(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> int:
+        """Record a request; returns its serial number (1, 2, ...)."""
+        with self._cond:
+            self.requests.append(body)
+            self.headers.append(headers or {})
+            self._serial += 1
+            self._cond.notify_all()
+            return self._serial
+
+    def _next_reply(self, body: dict[str, Any]) -> R:
+        with self._cond:
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            return self._coerce(self.responder(body))
+        return self._default_reply()

@@ -14,15 +14,13 @@ the client; it listens on a free port and serves from a background thread. Unles
 
 from __future__ import annotations
 
-import collections
 import json
 import math
-import threading
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._server import LoopbackServer
+from ._server import ScriptedServer
 
 __all__ = ["ERROR_TYPES", "AnthropicReply", "AnthropicStub", "validate_messages_request"]
 
@@ -254,7 +252,7 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
-class AnthropicStub(LoopbackServer):
+class AnthropicStub(ScriptedServer[AnthropicReply]):
     """A Messages API server on 127.0.0.1 answering from a queue, a responder or ``"ok"``.
 
     Every received JSON body is appended to :attr:`requests` (and its headers to
@@ -265,14 +263,8 @@ class AnthropicStub(LoopbackServer):
 
     def __init__(self, responder: Responder | None = None, *, port: int = 0,
                  host: str = "127.0.0.1", strict: bool = True) -> None:
-        self.responder = responder
-        super().__init__(host=host, port=port)
+        super().__init__(responder, host=host, port=port)
         self.strict = strict
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self._queue: collections.deque[AnthropicReply] = collections.deque()
-        self._cond = threading.Condition()
-        self._serial = 0
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -280,39 +272,10 @@ class AnthropicStub(LoopbackServer):
         """The root URL to give an Anthropic client (the SDK adds ``/v1/messages``)."""
         return f"http://{self.host}:{self.port}"
 
-    def queue(self, *replies: ReplyLike) -> None:
-        """Answer the next requests with these replies, in order (before any responder)."""
-        with self._cond:
-            self._queue.extend(_as_reply(r) for r in replies)
+    def _coerce(self, item: Any) -> AnthropicReply:
+        return _as_reply(item)
 
-    def reset(self) -> None:
-        """Forget received requests and queued replies."""
-        with self._cond:
-            self.requests.clear()
-            self.headers.clear()
-            self._queue.clear()
-
-    def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
-        """Block until ``n`` requests arrived (from a thread other than the server's)."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):
-                raise TimeoutError(f"stub received {len(self.requests)} requests, expected {n}")
-            return list(self.requests)
-
-    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> int:
-        with self._cond:
-            self.requests.append(body)
-            self.headers.append(headers)
-            self._serial += 1
-            self._cond.notify_all()
-            return self._serial
-
-    def _next_reply(self, body: dict[str, Any]) -> AnthropicReply:
-        with self._cond:
-            if self._queue:
-                return self._queue.popleft()
-        if self.responder is not None:
-            return _as_reply(self.responder(body))
+    def _default_reply(self) -> AnthropicReply:
         return AnthropicReply(text="ok")
 
     # -- ASGI ------------------------------------------------------------------------------

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import json
 import math
 import socket
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._server import LoopbackServer
+from ._server import ScriptedServer
 
 __all__ = ["OpenAIStub", "StubReply", "main"]
 
@@ -186,7 +184,7 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
-class OpenAIStub(LoopbackServer):
+class OpenAIStub(ScriptedServer[StubReply]):
     """A chat-completions server on 127.0.0.1 answering from a queue, a responder or ``"ok"``.
 
     Every received JSON body is appended to :attr:`requests` before the reply is chosen, so a
@@ -197,15 +195,10 @@ class OpenAIStub(LoopbackServer):
 
     def __init__(self, responder: Responder | None = None, *, port: int = 0,
                  host: str = "127.0.0.1", models: list[str] | None = None) -> None:
-        self.responder = responder
-        super().__init__(host=host, port=port)
+        super().__init__(responder, host=host, port=port)
         self.models = models or ["stub-model"]
-        self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
         self._in_flight = 0
-        self._queue: collections.deque[StubReply] = collections.deque()
-        self._cond = threading.Condition()
-        self._serial = 0
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -213,40 +206,16 @@ class OpenAIStub(LoopbackServer):
         """The ``.../v1`` URL to give an OpenAI client."""
         return f"http://{self.host}:{self.port}/v1"
 
-    def queue(self, *replies: ReplyLike) -> None:
-        """Answer the next requests with these replies, in order (before any responder)."""
-        with self._cond:
-            self._queue.extend(_as_reply(r) for r in replies)
+    def _coerce(self, item: Any) -> StubReply:
+        return _as_reply(item)
+
+    def _default_reply(self) -> StubReply:
+        return StubReply(text="ok")
 
     def reset(self) -> None:
         """Forget received requests, queued replies and the in-flight high-water mark."""
-        with self._cond:
-            self.requests.clear()
-            self._queue.clear()
-            self.max_in_flight = self._in_flight
-
-    def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
-        """Block until ``n`` requests arrived (from a thread other than the server's)."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):
-                raise TimeoutError(f"stub received {len(self.requests)} requests, expected {n}")
-            return list(self.requests)
-
-    async def wait_requests_async(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:  # noqa: ASYNC109
-        """Like :meth:`wait_requests`, without blocking the calling event loop."""
-        return await asyncio.to_thread(self.wait_requests, n, timeout)
-
-    def _next_reply(self, body: dict[str, Any]) -> tuple[StubReply, int]:
-        with self._cond:
-            self.requests.append(body)
-            self._serial += 1
-            serial = self._serial
-            self._cond.notify_all()
-            if self._queue:
-                return self._queue.popleft(), serial
-        if self.responder is not None:
-            return _as_reply(self.responder(body)), serial
-        return StubReply(text="ok"), serial
+        super().reset()
+        self.max_in_flight = self._in_flight
 
     # -- ASGI ------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -292,7 +261,8 @@ class OpenAIStub(LoopbackServer):
         await send({"type": "http.response.body", "body": data})
 
     async def _reply(self, body: dict[str, Any], send: Send) -> None:
-        reply, serial = self._next_reply(body)
+        serial = self._record(body)
+        reply = self._next_reply(body)
         await self._pause(reply.delay)
         if reply.error_status is not None:
             payload = reply.error_body if reply.error_body is not None else {
