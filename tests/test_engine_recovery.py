@@ -52,14 +52,22 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def _kill_midway(project: Path, url: str) -> str:
-    """Run a turn in another process and kill it (SIGKILL) while its tool runs."""
+def _write_project(root: Path) -> None:
+    for rel, text in PROJECT.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def _kill_when(script: str, project: Path, url: str, expected: set[str]) -> str:
+    """Run ``script`` in another process, read the thread id it prints, then the lines in
+    ``expected`` (any order), and kill it (SIGKILL) right there; returns the thread id."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(project), url], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(project), url], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None
         thread_id = proc.stdout.readline().strip()
-        assert proc.stdout.readline().strip() == "STARTED", "the tool never started"
+        seen = {proc.stdout.readline().strip() for _ in expected}
+        assert seen == expected, seen
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -69,11 +77,9 @@ def _kill_midway(project: Path, url: str) -> str:
 
 
 async def test_an_execution_of_a_killed_process_is_settled_and_the_thread_goes_on(tmp_path: Path) -> None:
-    for rel, text in PROJECT.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    _write_project(tmp_path)
     url = f"sqlite:///{tmp_path / 'crash.db'}"
-    thread_id = _kill_midway(tmp_path, url)
+    thread_id = _kill_when(SCRIPT, tmp_path, url, {"STARTED"})
     rt = await Runtime.open(tmp_path, store=open_store(url))
     try:
         (record,) = await rt.store.list_executions(thread_id=thread_id)
@@ -137,28 +143,10 @@ QUEUE_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def _kill_with_a_queued_message(project: Path, url: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    proc = subprocess.Popen([sys.executable, "-c", QUEUE_SCRIPT, str(project), url], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        thread_id = proc.stdout.readline().strip()
-        lines = {proc.stdout.readline().strip(), proc.stdout.readline().strip()}
-        assert lines == {"QUEUED", "STARTED"}, lines
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    return thread_id
-
-
 async def test_a_message_queued_behind_a_killed_turn_is_sent_after_the_restart(tmp_path: Path) -> None:
-    for rel, text in PROJECT.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
+    _write_project(tmp_path)
     url = f"sqlite:///{tmp_path / 'queued.db'}"
-    thread_id = _kill_with_a_queued_message(tmp_path, url)
+    thread_id = _kill_when(QUEUE_SCRIPT, tmp_path, url, {"QUEUED", "STARTED"})
     rt = await Runtime.open(tmp_path, store=open_store(url))
     try:
         await rt.drain()
