@@ -109,3 +109,13 @@ def test_an_approval_waits_and_the_approve_command_continues_the_turn(tmp_path: 
 def test_schema_prints_the_agent_document_schema() -> None:
     result = runner.invoke(app, ["schema", "agent-document"])
     assert result.exit_code == 0 and '"$schema"' in result.output
+
+
+def test_serve_refuses_a_missing_project_or_an_unreachable_database_in_one_line(tmp_path: Path) -> None:
+    missing = runner.invoke(app, ["serve", str(tmp_path / "nowhere"), "--port", "1"])
+    assert missing.exit_code == 1 and "project folder does not exist" in missing.output
+    runner.invoke(app, ["init", str(tmp_path / "proj")])
+    unreachable = runner.invoke(app, ["serve", str(tmp_path / "proj"), "--port", "1",
+                                      "--database-url", "postgresql://nobody@127.0.0.1:1/none"])
+    assert unreachable.exit_code == 1 and "cannot open PostgreSQL database" in unreachable.output
+    assert "Traceback" not in missing.output + unreachable.output

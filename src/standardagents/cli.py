@@ -266,6 +266,22 @@ def chat(
     raise typer.Exit(_guard(lambda: asyncio.run(main())))
 
 
+def _preflight(project: Path, database_url: str | None) -> None:
+    """Check the project and the database before serving, so a mistake is one clear line
+    rather than a failed server start-up."""
+    from .project import load_project
+    from .store import open_store
+
+    registry = load_project(project)
+
+    async def check() -> None:
+        store = open_store(database_url, project_dir=Path(registry.root or project))
+        await store.open()
+        await store.close()
+
+    asyncio.run(check())
+
+
 @app.command()
 def serve(
     project: ProjectArg,
@@ -281,6 +297,7 @@ def serve(
 
     if titles:
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
+    _guard(lambda: _preflight(project, database_url))
     out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev))
 
@@ -295,6 +312,7 @@ def dev(
     """Serve with reload on file changes, in dev mode (a local user is implied)."""
     from .server import run_server
 
+    _guard(lambda: _preflight(project, database_url))
     out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
     _guard(lambda: run_server(project, host=host, port=port, reload=True, database_url=database_url, dev=True))
 
