@@ -168,3 +168,60 @@ async def test_a_debate_started_with_an_opening_message_needs_no_person(stub, ma
     assert [m.role for m in messages].count("user") == 1
     assert len(stub.requests) == 6
     assert not rt.is_running(result.thread_id)
+
+
+@define_tool
+def yield_floor(summary: str) -> str:
+    """Hand the floor to the other side.
+
+    Args:
+        summary: What this side concluded.
+    """
+    return json.dumps({"summary": summary})
+
+
+async def test_a_side_without_stop_on_response_keeps_the_floor_until_its_stop_tool(stub, make_runtime):
+    def respond(body: dict[str, Any]) -> StubReply:
+        if side_of(body) == "a" and turn_of(body) == 2:
+            return StubReply(tool_calls=[("yield_floor", json.dumps({"summary": "two points made"}))])
+        return talker(body)
+
+    stub.responder = respond
+    agent = debate(max_session_turns=2, sides={"side_a": {
+        "prompt": "pro", "stop_on_response": False, "stop_tool": "yield_floor",
+        "stop_tool_response_property": "summary", "max_steps": 5}})
+    rt = await make_runtime(agent, *prompts(a_tools=["yield_floor"]), yield_floor, stub_model(stub))
+    result = await rt.run("debate", "Tabs or spaces?")
+    assert result.stop_reason == "complete"
+    assert result.outcome == "max_session_turns"
+    assert result.value == "two points made"
+    assert [side_of(b) for b in stub.requests] == ["a", "a", "a", "b"]
+    spoken = [(m.side, m.content) for m in await rt.store.list_messages(result.thread_id)
+              if m.role == "assistant" and m.content]
+    assert spoken == [("a", "a1"), ("a", "a2"), ("b", "b1")]
+
+
+async def test_a_side_without_stop_on_response_or_stop_tool_is_bounded_by_max_steps(stub, make_runtime):
+    stub.responder = talker
+    agent = debate(max_session_turns=4, sides={"side_a": {"prompt": "pro", "stop_on_response": False, "max_steps": 3}})
+    rt = await make_runtime(agent, *prompts(), stub_model(stub))
+    result = await rt.run("debate", "Tabs or spaces?")
+    assert result.outcome == "max_steps"
+    assert result.stopped_by == "a"
+    assert [side_of(b) for b in stub.requests] == ["a", "a", "a"]
+
+
+async def test_a_session_tool_ends_a_side_that_keeps_the_floor(stub, make_runtime):
+    def respond(body: dict[str, Any]) -> StubReply:
+        if side_of(body) == "a" and turn_of(body) == 1:
+            return StubReply(tool_calls=[("conclude", json.dumps({"verdict": "tabs"}))])
+        return talker(body)
+
+    stub.responder = respond
+    agent = debate(max_session_turns=4, sides={"side_a": {
+        "prompt": "pro", "stop_on_response": False, "session_stop": {"name": "conclude", "message_property": "verdict"}}})
+    rt = await make_runtime(agent, *prompts(a_tools=["conclude"]), conclude, stub_model(stub))
+    result = await rt.run("debate", "Tabs or spaces?")
+    assert (result.outcome, result.stopped_by) == ("session_stop", "a")
+    assert result.payload is not None and result.payload["message"] == "tabs"
+    assert [side_of(b) for b in stub.requests] == ["a", "a"]

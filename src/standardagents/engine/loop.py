@@ -268,7 +268,9 @@ class Execution:
             ends_turn = cfg.stop_on_response and not self.dual
             reply = await self._model_step(side, setup, ends_turn)
             if not reply.tool_calls:
-                if cfg.stop_on_response or self.dual:
+                # a side with stop_on_response=False keeps the floor after a text reply, in
+                # dual_ai too: only its stop tool, a session tool or max_steps ends the turn
+                if cfg.stop_on_response:
                     ex.outcome = ex.outcome or "response"
                     return
                 continue
