@@ -11,6 +11,7 @@ from engine_helpers import stub_model
 from standardagents import (
     InjectionRejected,
     Message,
+    NotFoundError,
     ToolCall,
     ToolResult,
     define_agent,
@@ -203,7 +204,7 @@ async def test_thread_state_files_env_logs_and_events(make_runtime, stub):
     assert [entry.message for entry in await state.get_logs()] == ["halfway"]
 
 
-async def test_invoke_tool_runs_now_and_queue_tool_stores_a_call_and_result(make_runtime, stub):
+async def test_invoke_tool_runs_now_and_stores_nothing(make_runtime, stub):
     rt = await make_runtime(define_agent(name="helper", side_a={"prompt": "main"}),
                             define_prompt(name="main", prompt="x", tools=["lookup"]), lookup, stub_model(stub))
     thread = await rt.create_thread("helper")
@@ -211,8 +212,63 @@ async def test_invoke_tool_runs_now_and_queue_tool_stores_a_call_and_result(make
     result = await state.invoke_tool("lookup", {"topic": "bees"})
     assert (result.status, result.result) == ("success", "facts about bees")
     assert await state.get_messages() == []
-    await state.queue_tool("lookup", {"topic": "ants"})
+    assert not stub.requests
+
+
+async def test_queue_tool_on_an_idle_thread_runs_the_tool_then_the_turn_goes_on(make_runtime, stub):
+    stub.queue(StubReply(text="Ants are social insects."))
+    rt = await make_runtime(define_agent(name="helper", side_a={"prompt": "main"}),
+                            define_prompt(name="main", prompt="x", tools=["lookup"]), lookup, stub_model(stub))
+    thread = await rt.create_thread("helper")
+    state = await rt.state(thread.id)
+    sub = rt.subscribe(thread.id)
+    task = await state.queue_tool("lookup", {"topic": "ants"})
+    assert task is not None
+    result = await task
+    assert (result.stop_reason, result.text) == ("complete", "Ants are social insects.")
     messages = await state.get_messages()
-    assert [m.role for m in messages] == ["assistant", "tool"]
-    assert json.loads(messages[0].tool_calls[0].arguments) == {"topic": "ants"}
-    assert messages[1].content == "facts about ants"
+    assert [(m.role, m.content) for m in messages] == [
+        ("assistant", None), ("tool", "facts about ants"), ("assistant", "Ants are social insects.")]
+    call = messages[0].tool_calls[0]
+    assert (call.name, json.loads(call.arguments)) == ("lookup", {"topic": "ants"})
+    (request,) = stub.requests
+    assert request["messages"][-1] == {"role": "tool", "tool_call_id": call.id, "content": "facts about ants"}
+    events = []
+    while not sub.queue.empty():
+        events.append(sub.queue.get_nowait())
+    assert [e.type for e in events].count("done") == 1
+    assert [e.type for e in events if e.type in ("execution_started", "tool_call_done", "done")] == [
+        "execution_started", "tool_call_done", "done"]
+
+
+async def test_a_tool_queued_after_the_turns_last_step_starts_the_next_turn(make_runtime, stub):
+    @define_hook("after_create_message", id="look_up_after_answer")
+    async def look_up_after_answer(state: Any, message: Any) -> None:
+        if message.role == "assistant" and message.content == "First answer.":
+            await state.queue_tool("lookup", {"topic": "wasps"})
+
+    stub.queue(StubReply(text="First answer."), StubReply(text="Wasps noted."))
+    rt = await make_runtime(define_agent(name="helper", side_a={"prompt": "main"}, hooks=["look_up_after_answer"]),
+                            define_prompt(name="main", prompt="x", tools=["lookup"]), lookup, look_up_after_answer,
+                            stub_model(stub))
+    result = await rt.run("helper", "hi")
+    assert result.text == "First answer."
+    await rt.drain()
+    messages = await rt.store.list_messages(result.thread_id)
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "hi"), ("assistant", "First answer."), ("assistant", None), ("tool", "facts about wasps"),
+        ("assistant", "Wasps noted.")]
+    assert len(await rt.store.list_executions(thread_id=result.thread_id)) == 2
+
+
+async def test_queue_tool_naming_an_unknown_tool_is_refused_and_starts_nothing(make_runtime, stub):
+    rt = await make_runtime(define_agent(name="helper", side_a={"prompt": "main"}),
+                            define_prompt(name="main", prompt="x", tools=["lookup"]), lookup, stub_model(stub))
+    thread = await rt.create_thread("helper")
+    state = await rt.state(thread.id)
+    with pytest.raises(NotFoundError, match="no_such_tool"):
+        await state.queue_tool("no_such_tool", {})
+    await rt.drain()
+    assert await state.get_messages() == []
+    assert not stub.requests
+    assert await rt.store.list_executions(thread_id=thread.id) == []

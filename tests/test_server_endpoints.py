@@ -180,6 +180,38 @@ async def test_packed_thread_endpoints_are_mounted_and_collisions_reported(runti
     assert local.json()["threadId"] == tid
 
 
+async def test_a_thread_endpoint_queueing_a_tool_on_an_idle_thread_starts_the_turn(runtime: Runtime, actors: Any) -> None:
+    from standardagents import define_thread_endpoint
+
+    async def invoke(req: Any, state: Any) -> dict[str, Any]:
+        body = await req.json()
+        await state.queue_tool(body["tool"], body["args"])
+        return {"queued": True}
+
+    runtime.registry.add("thread_endpoints", "invoke.post", define_thread_endpoint(invoke))
+    app = create_app(runtime, close_runtime=False)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        tid = await _thread(c, actors.auth("alice"))
+        sub = runtime.subscribe(tid)
+        r = await c.post(f"{API}/threads/{tid}/invoke", json={"tool": "add", "args": {"a": 20, "b": 22}},
+                         headers=actors.auth("alice"))
+        assert (r.status_code, r.json()) == (200, {"queued": True})
+        seen = []
+        while not seen or seen[-1].type != "done":
+            seen.append(await sub.get(timeout=30))
+        listed = (await c.get(f"{API}/threads/{tid}/messages", headers=actors.auth("alice"))).json()
+    await runtime.drain()
+    assert seen[-1].data["stopReason"] == "complete"
+    assert [e.type for e in seen].count("execution_started") == 1
+    messages = listed["messages"] if isinstance(listed, dict) else listed
+    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant"]
+    assert messages[0]["tool_calls"][0]["function"]["name"] == "add"
+    assert messages[1]["content"] == "42"
+    assert messages[2]["content"]
+    while not sub.queue.empty():
+        assert sub.queue.get_nowait().type != "done"
+
+
 def test_index_file_routes_to_its_folder(runtime: Runtime) -> None:
     from standardagents import define_controller
 

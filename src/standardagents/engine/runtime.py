@@ -126,6 +126,8 @@ class Runtime:
         self._heartbeat_task: asyncio.Task[None] | None = None
         #: threads created here that have no messages yet (their history need not be read)
         self._fresh: set[str] = set()
+        #: tools queued on an idle thread, run first by the execution with that id
+        self._queued_first: dict[str, list[tuple[str, dict[str, Any]]]] = {}
 
     # construction --------------------------------------------------------------------------
     @classmethod
@@ -592,8 +594,19 @@ class Runtime:
         await self.store_tool_outcomes(state, [outcome], side, hooks, execution=execution)
         return outcome.result
 
-    async def engine_run_queued_tool(self, state: ThreadState, name: str, args: dict[str, Any]) -> None:
-        await self.run_queued_call(state, name, args, None, None)
+    async def engine_run_queued_tool(self, state: ThreadState, name: str, args: dict[str, Any]) -> asyncio.Task[ExecutionResult]:
+        """A tool queued from outside a turn starts an execution (behind a running one): the
+        tool runs first, stored as a call and its result, then the agent's turn goes on."""
+        if state.agent is None:
+            raise NotFoundError("agent", state.agent_id)
+        await self._resolve_tool(name, state.namespace, state.agent)  # an unknown name fails here, not mid-turn
+        execution_id = new_id("exe_")
+        self._queued_first[execution_id] = [(name, args)]
+        try:
+            return await self.start(state.thread_id, execution_id=execution_id)
+        except BaseException:
+            self._queued_first.pop(execution_id, None)
+            raise
 
     async def engine_invoke_tool(self, state: ThreadState, name: str, args: dict[str, Any]) -> ToolResult:
         import json as _json
@@ -712,7 +725,7 @@ class Runtime:
         record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": self.owner})
         if execution_id:
             record.id = execution_id
-        ex = ExecutionState(id=record.id, side=start_side)
+        ex = ExecutionState(id=record.id, side=start_side, queued_tools=self._queued_first.pop(record.id, []))
         state = ThreadState(self, thread, agent, thread.package, ex)
         execution = Execution(self, state, agent, record)
         task = asyncio.current_task()
@@ -761,6 +774,11 @@ class Runtime:
         finally:
             self._running.pop(thread.id, None)
             self._executions.pop(thread.id, None)
+        if ex.queued_tools and result.stop_reason == "complete":
+            # queued after the turn's last step: they start the next execution, not vanish
+            follow_up = new_id("exe_")
+            self._queued_first[follow_up], ex.queued_tools = ex.queued_tools, []
+            await self.start(thread.id, execution_id=follow_up)
         if self.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
             task = asyncio.get_running_loop().create_task(self._title(thread, agent, message, result.text))
             self._background.add(task)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -11,6 +12,7 @@ from ..records import LogRecord, Message, ThreadRecord, ToolResult
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
     from ..store.records import SubagentRecord
+    from .loop import ExecutionResult
     from .runtime import Runtime
 
 __all__ = ["ExecutionState", "ThreadState"]
@@ -119,13 +121,17 @@ class ThreadState:
         return await self.runtime.engine_update_message(self, message_id, updates)
 
     # tools ---------------------------------------------------------------------------------
-    async def queue_tool(self, name: str, args: dict[str, Any] | None = None) -> None:
-        """Run a tool as if the model had called it: at the next step of the running
-        execution, or at once (stored as a call and its result) when none runs."""
+    async def queue_tool(self, name: str, args: dict[str, Any] | None = None) -> asyncio.Task[ExecutionResult] | None:
+        """Run a tool as if the model had called it. Inside a running execution (a tool or a
+        hook of it) it runs at the execution's next step. Anywhere else (an endpoint, a
+        script) it starts an execution, after the thread's running one if any: the tool
+        runs first, its call and result are stored, and the agent's turn goes on with a
+        model step. That execution's task is returned (await it for the turn's result).
+        An unknown tool name raises ``NotFoundError`` before anything starts."""
         if self.execution is not None and not self.execution.stopped:
             self.execution.queued_tools.append((name, dict(args or {})))
-            return
-        await self.runtime.engine_run_queued_tool(self, name, dict(args or {}))
+            return None
+        return await self.runtime.engine_run_queued_tool(self, name, dict(args or {}))
 
     async def invoke_tool(self, name: str, args: dict[str, Any] | None = None) -> ToolResult:
         """Run a tool now and return its result; nothing is stored."""
