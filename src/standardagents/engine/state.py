@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult, check_regex
 from ..records import LogRecord, Message, ThreadRecord, ToolResult
 
 if TYPE_CHECKING:
@@ -150,6 +152,55 @@ class ThreadState:
 
     async def delete_file(self, path: str) -> bool:
         return await self.runtime.store.delete_file(self.thread.id, path)
+
+    async def stat(self, path: str) -> FileStats | None:
+        """A file's size, type and times, or ``is_directory`` for a path with files under it."""
+        return await self.runtime.store.stat_path(self.thread.id, path)
+
+    async def readdir(self, path: str = "/") -> ReaddirResult:
+        """The immediate children of a directory (subdirectories first); raises
+        ``FileNotFoundError`` when nothing lies under ``path``."""
+        result = await self.runtime.store.readdir(self.thread.id, path)
+        if result is None:
+            raise FileNotFoundError(f"thread {self.thread.id!r} has no directory {path!r}")
+        return result
+
+    async def find(self, pattern: str, *, limit: int = 1000) -> FindResult:
+        """Files whose path matches a glob: ``*`` and ``?`` within a segment, ``**`` across."""
+        return await self.runtime.store.find_files(self.thread.id, pattern, limit=limit)
+
+    async def grep(self, pattern: str, *, glob: str | None = None, ignore_case: bool = False,
+                   max_matches: int = 1000) -> GrepResult:
+        """Lines matching a regular expression across the thread's text files, with each
+        file's path and line number; ``glob`` narrows the files. A bad pattern raises
+        ``ValueError``."""
+        check_regex(pattern)
+        return await self.runtime.store.grep_files(self.thread.id, pattern, ignore_case=ignore_case,
+                                                   glob=glob, max_matches=max_matches)
+
+    async def read_file_chunk(self, path: str, offset: int = 0, length: int = 1 << 20) -> FileChunk | None:
+        """Part of a large file without loading it whole; ``None`` when there is no file."""
+        if offset < 0 or length < 1:
+            raise ValueError(f"offset must be >= 0 and length >= 1 (got {offset}, {length})")
+        return await self.runtime.store.read_file_chunk(self.thread.id, path, offset, length)
+
+    async def read_file_stream(self, path: str, *, chunk_size: int = 1 << 20, offset: int = 0,
+                               length: int | None = None) -> AsyncIterator[FileChunk]:
+        """A file in chunks of ``chunk_size`` bytes (from ``offset``, ``length`` bytes in
+        all when given); raises ``FileNotFoundError`` when there is no file."""
+        end = None if length is None else offset + length
+        while True:
+            want = chunk_size if end is None else min(chunk_size, end - offset)
+            if want <= 0:
+                return
+            chunk = await self.read_file_chunk(path, offset, want)
+            if chunk is None:
+                raise FileNotFoundError(f"thread {self.thread.id!r} has no file {path!r}")
+            if chunk.data:
+                yield chunk
+            if chunk.eof or not chunk.data:
+                return
+            offset += chunk.length
 
     # env -----------------------------------------------------------------------------------
     async def get_env(self, key: str, default: Any = None) -> Any:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
+from ..files import check_regex
 from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
 from .auth import authenticate, caller_dict, require_thread
@@ -339,10 +340,32 @@ def _file_path(request: Request) -> str:
 
 
 async def list_files(request: Request) -> Response:
+    """The thread's files; ``?dir=`` lists one directory, ``?glob=`` finds by path pattern,
+    ``?grep=`` searches lines by regex (narrowed by ``glob``)."""
     caller = await authenticate(request)
     thread = await require_thread(request, request.path_params["thread_id"], caller)
-    prefix = request.query_params.get("prefix", "")
-    files = await server_of(request).runtime.store.list_files(thread.id, prefix)
+    store = server_of(request).runtime.store
+    query = request.query_params
+    limit = _int_param(request, "limit", 1000, 1, 10_000)
+    if "grep" in query:
+        pattern = query["grep"]
+        try:
+            check_regex(pattern)
+        except ValueError as exc:
+            raise ApiError(422, str(exc)) from None
+        grep = await store.grep_files(thread.id, pattern, ignore_case=_flag(request, "ignoreCase"),
+                                      glob=query.get("glob") or None, max_matches=limit)
+        return JSONResponse(grep.to_dict())
+    if "glob" in query:
+        found = await store.find_files(thread.id, query["glob"], limit=limit)
+        return JSONResponse(found.to_dict())
+    if "dir" in query:
+        listing = await store.readdir(thread.id, query["dir"])
+        if listing is None:
+            raise ApiError(404, f"thread {thread.id!r} has no directory {query['dir']!r}")
+        return JSONResponse(listing.to_dict())
+    prefix = query.get("prefix", "")
+    files = await store.list_files(thread.id, prefix)
     return JSONResponse({"files": [file_dict(f) for f in files]})
 
 
@@ -351,6 +374,20 @@ async def get_file(request: Request) -> Response:
     thread = await require_thread(request, request.path_params["thread_id"], caller)
     path = _file_path(request)
     store = server_of(request).runtime.store
+    if _flag(request, "stat"):
+        stats = await store.stat_path(thread.id, path)
+        if stats is None:
+            raise ApiError(404, f"thread {thread.id!r} has no file or directory {path!r}")
+        return JSONResponse(stats.to_dict())
+    if "offset" in request.query_params or "length" in request.query_params:
+        offset = _int_param(request, "offset", 0, 0, 1 << 62)
+        length = _int_param(request, "length", 1 << 20, 1, 64 << 20)
+        chunk = await store.read_file_chunk(thread.id, path, offset, length)
+        if chunk is None:
+            raise ApiError(404, f"thread {thread.id!r} has no file {path!r}")
+        return Response(chunk.data, media_type="application/octet-stream",
+                        headers={"X-File-Size": str(chunk.size), "X-Chunk-Offset": str(offset),
+                                 "X-Chunk-EOF": "true" if chunk.eof else "false"})
     record = await store.stat_file(thread.id, path)
     data = await store.read_file(thread.id, path) if record is not None else None
     if record is None or data is None:

@@ -22,6 +22,11 @@ _PAGE = [
 _THREAD_ID = {"name": "thread_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
 _PATH = {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
+_FILE_QUERY = [{"name": n, "in": "query", "schema": {"type": t}}
+               for n, t in (("prefix", "string"), ("dir", "string"), ("glob", "string"), ("grep", "string"),
+                            ("ignoreCase", "boolean"), ("limit", "integer"))]
+_FILE_READ_QUERY = [{"name": n, "in": "query", "schema": {"type": t}}
+                    for n, t in (("stat", "boolean"), ("offset", "integer"), ("length", "integer"))]
 
 
 def _op(summary: str, *, params: list[dict[str, Any]] | None = None, body: dict[str, Any] | None = None,
@@ -76,8 +81,10 @@ def openapi_document(prefix: str) -> dict[str, Any]:
                                    content="text/event-stream", params=[_THREAD_ID, {
                                        "name": "includeReasoning", "in": "query", "schema": {"type": "boolean"}}])},
         f"{t}/ws": {"get": _op("Live events (WebSocket)", params=[_THREAD_ID], ok="101")},
-        f"{t}/files": {"get": _op("List thread files", params=[_THREAD_ID])},
-        f"{t}/files/{{path}}": {"get": _op("Read a thread file", params=[_THREAD_ID, _PATH], content="application/octet-stream"),
+        f"{t}/files": {"get": _op("List thread files; dir= lists a directory, glob= finds by pattern, "
+                                  "grep= searches lines by regex", params=[_THREAD_ID, *_FILE_QUERY])},
+        f"{t}/files/{{path}}": {"get": _op("Read a thread file; stat=true for its stats, offset=/length= for a chunk",
+                                           params=[_THREAD_ID, _PATH, *_FILE_READ_QUERY], content="application/octet-stream"),
                                 "put": _op("Write a thread file (raw body)", params=[_THREAD_ID, _PATH])},
         f"{t}/logs": {"get": _op("List thread logs", params=[_THREAD_ID, *_PAGE])},
         f"{p}/users/me": {"get": _op("The caller", tag="users")},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
 from ..records import ExecutionRecord, FileRecord, LogRecord, Message, ThreadRecord
 from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
 
@@ -96,6 +97,22 @@ class Store(Protocol):
     async def stat_file(self, thread_id: str, path: str) -> FileRecord | None: ...
     async def list_files(self, thread_id: str, prefix: str = "") -> list[FileRecord]: ...
     async def delete_file(self, thread_id: str, path: str) -> bool: ...
+    async def stat_path(self, thread_id: str, path: str) -> FileStats | None:
+        """A file, or a directory implied by the files under it; ``None`` when neither."""
+        ...
+    async def readdir(self, thread_id: str, path: str = "/") -> ReaddirResult | None:
+        """A directory's immediate children; ``None`` when no file lies under it."""
+        ...
+    async def find_files(self, thread_id: str, pattern: str, *, limit: int = 1000) -> FindResult:
+        """Files matching a glob (``*``, ``?``, ``[...]``, ``**``), reading no content."""
+        ...
+    async def grep_files(self, thread_id: str, pattern: str, *, ignore_case: bool = False,
+                         glob: str | None = None, max_matches: int = 1000) -> GrepResult:
+        """Lines matching a regex, with paths and line numbers; files read a slice at a time."""
+        ...
+    async def read_file_chunk(self, thread_id: str, path: str, offset: int, length: int) -> FileChunk | None:
+        """``length`` bytes from ``offset``, sliced by the database; ``None`` when no file."""
+        ...
 
     # env values, scoped: ("thread", id), ("user", id), ("instance", ""), ("inbox", thread id)
     async def set_env(self, scope: str, scope_id: str, key: str, value: Any) -> None: ...

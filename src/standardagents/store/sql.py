@@ -23,8 +23,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
 from ..exceptions import NotFoundError, StandardAgentsError, StoreError
+from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
 from ..records import ExecutionRecord, FileRecord, LogRecord, Message, ThreadRecord, now_ms
-from . import ops
+from . import fileops, ops
 from .fastpath import SQLiteFastPath
 from .migrate import upgrade_to_head
 from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
@@ -400,6 +401,23 @@ class SQLStore:
 
     async def delete_file(self, thread_id: str, path: str) -> bool:
         return await self._run(ops.delete_file, thread_id, path)
+
+    async def stat_path(self, thread_id: str, path: str) -> FileStats | None:
+        return await self._run(fileops.stat_path, thread_id, path, write=False)
+
+    async def readdir(self, thread_id: str, path: str = "/") -> ReaddirResult | None:
+        return await self._run(fileops.readdir, thread_id, path, write=False)
+
+    async def find_files(self, thread_id: str, pattern: str, *, limit: int = 1000) -> FindResult:
+        return await self._run(fileops.find_files, thread_id, pattern, limit, write=False)
+
+    async def grep_files(self, thread_id: str, pattern: str, *, ignore_case: bool = False,
+                         glob: str | None = None, max_matches: int = 1000) -> GrepResult:
+        return await self._run(fileops.grep_files, thread_id, pattern, ignore_case, glob,
+                               max_matches, write=False)
+
+    async def read_file_chunk(self, thread_id: str, path: str, offset: int, length: int) -> FileChunk | None:
+        return await self._run(fileops.read_file_chunk, thread_id, path, offset, length, write=False)
 
     # ------------------------------------------------------------ env values
 
