@@ -97,6 +97,52 @@ def validate(project: ProjectArg) -> None:
             out.print(f"  {agent.name}: adds parent hook [bold]{req.hook}[/] ({req.stage}) - {req.reason}")
 
 
+def _choose_agent(names: list[str], given: str | None) -> str:
+    """The agent to talk to: the one given, the only primary one, or the person's pick among
+    the primary ones (subagents are not offered); without a terminal to ask on, a clear error."""
+    if given:
+        return given
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        fail("the project has no primary agent; name one with --agent")
+    if not sys.stdin.isatty():
+        fail(f"the project has several agents; choose one with --agent ({', '.join(names)})")
+    for i, name in enumerate(names, 1):
+        err.print(f"  {i}. {escape(name)}")
+    while True:
+        try:
+            answer = input(f"Which agent? [1-{len(names)}] ").strip()
+        except EOFError:
+            raise typer.Exit(1) from None
+        if answer in names:
+            return answer
+        if answer.isdigit() and 1 <= int(answer) <= len(names):
+            return names[int(answer) - 1]
+        err.print(f"type a number from 1 to {len(names)} or an agent's name")
+
+
+def _project_for_agent(project: Path, agent: str | None) -> tuple[Any, str]:
+    """Load a project for one agent: a broken file the agent never reaches is a warning, not
+    a stop (``validate`` lists every problem)."""
+    from .exceptions import ProjectError
+    from .project import load_project_problems, problems_reaching
+
+    registry, problems = load_project_problems(project)
+    errors = [p for p in problems if not p.warning]
+    if not registry.root or not (Path(registry.root) / "agents").is_dir():
+        raise ProjectError([(p.file, p.message) for p in errors], source=str(project))
+    primary = [e.name for e in registry.entries("agents") if e.value is not None and e.value.primary]
+    name = _choose_agent(primary, agent)
+    blocking = problems_reaching(registry, errors, name)
+    if blocking:
+        raise ProjectError([(p.file, p.message) for p in blocking], source=str(project))
+    if errors:
+        err.print(f"[yellow]warning:[/] {len(errors)} problem(s) elsewhere in the project do not affect "
+                  f"{escape(name)} (standardagents validate {escape(str(project))} lists them)")
+    return registry, name
+
+
 async def _print_turn(sub: Any, task: Any) -> Any:
     """Print one execution's events as they come, until its ``done``; returns its result."""
     printed_text = False
@@ -193,13 +239,7 @@ def run(
             for note in notes:
                 err.print(f"[yellow]warning[/]: {escape(note)}")
         else:
-            from .project import load_project
-
-            registry = load_project(target)
-            names = registry.names("agents")
-            name = agent or (names[0] if len(names) == 1 else "")
-            if not name:
-                fail(f"choose an agent with --agent ({', '.join(names) or 'the project has none'})")
+            registry, name = _project_for_agent(target, agent)
         rt = await Runtime.open(registry, database_url=database_url, model_override=model)
         try:
             thread_id = thread or (await rt.create_thread(name)).id
@@ -235,13 +275,8 @@ def chat(
 
     async def main() -> int:
         from .engine import Runtime
-        from .project import load_project
 
-        registry = load_project(project)
-        names = registry.names("agents")
-        name = agent or (names[0] if len(names) == 1 else "")
-        if not name:
-            fail(f"choose an agent with --agent ({', '.join(names)})")
+        registry, name = _project_for_agent(project, agent)
         rt = await Runtime.open(registry, database_url=database_url, model_override=model)
         try:
             thread_id = thread or (await rt.create_thread(name)).id
@@ -305,16 +340,18 @@ def serve(
 @app.command()
 def dev(
     project: ProjectArg,
-    host: Annotated[str, typer.Option()] = "127.0.0.1",
-    port: Annotated[int, typer.Option()] = 8000,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     database_url: DbOpt = None,
 ) -> None:
-    """Serve with reload on file changes, in dev mode (a local user is implied)."""
+    """Serve for local development: a local user is implied and every saved change to the
+    project (endpoints too) is served at once; a broken file is reported with its line while
+    the last good version keeps answering."""
     from .server import run_server
 
     _guard(lambda: _preflight(project, database_url))
     out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
-    _guard(lambda: run_server(project, host=host, port=port, reload=True, database_url=database_url, dev=True))
+    _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True))
 
 
 @app.command()

@@ -35,7 +35,7 @@ from .exceptions import DefinitionError, ProjectError
 from .registry import Registry
 
 __all__ = ["DEFAULT_MODEL", "Problem", "build_registry", "default_model", "exec_module", "import_file", "load_project",
-           "validate_project"]
+           "load_project_problems", "problems_reaching", "validate_project"]
 
 DEFAULT_MODEL = "default"
 
@@ -56,6 +56,10 @@ class Problem:
     file: str
     message: str
     warning: bool = False
+    #: the file itself failed to import (its definitions are missing, not wrong)
+    broken: bool = False
+    #: for a reference to nothing: the name referred to
+    ref: str = ""
 
     def __str__(self) -> str:
         return f"{self.file}: {self.message}" if self.file else self.message
@@ -124,21 +128,38 @@ def _name_of(kind: str, definition: Any) -> str:
     return str(definition.id if kind == "hooks" else definition.name)
 
 
-def _describe_error(exc: BaseException) -> str:
+def _describe_error(exc: BaseException, file: Path) -> str:
+    """What went wrong in a user's file, at the user's line: never a line of the import
+    machinery or of a library the file called."""
     if isinstance(exc, DefinitionError):
         return "; ".join(f"{w}: {m}" if w else m for w, m in exc.problems)
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f" (line {tb[-1].lineno})" if tb else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    if isinstance(exc, SyntaxError) and exc.lineno is not None:
+        if exc.filename and Path(exc.filename).resolve() != file.resolve():
+            return f"{type(exc).__name__} in {exc.filename}, line {exc.lineno}: {exc.msg}"
+        return f"line {exc.lineno}: {type(exc).__name__}: {exc.msg}"
+    target = str(file.resolve())
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if str(Path(f.filename).resolve()) == target]
+    where = f"line {frames[-1].lineno}: " if frames else ""
+    return f"{where}{type(exc).__name__}: {exc}"
 
 
-def load_project(path: str | Path, *, strict: bool = True) -> Registry:
-    """Load a project folder. With ``strict``, raise :class:`ProjectError` listing every problem."""
+def load_project(path: str | Path, *, strict: bool = True, agent: str | None = None) -> Registry:
+    """Load a project folder. With ``strict``, raise :class:`ProjectError` listing every problem
+    (with ``agent``, only the problems in the files that agent reaches: a broken file elsewhere
+    does not stop it)."""
     result = _load(Path(path))
     errors = [p for p in result.problems if not p.warning]
+    if agent is not None:
+        errors = problems_reaching(result.registry, errors, agent)
     if strict and errors:
         raise ProjectError([(p.file, p.message) for p in errors], source=str(path))
     return result.registry
+
+
+def load_project_problems(path: str | Path) -> tuple[Registry, list[Problem]]:
+    """A project's registry (everything that loaded) and its problems, without raising."""
+    result = _load(Path(path))
+    return result.registry, result.problems
 
 
 def validate_project(path: str | Path) -> list[Problem]:
@@ -174,7 +195,7 @@ def _load(root: Path) -> LoadResult:
             except BaseException as exc:  # a user's file may raise anything on import
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
-                result.problems.append(Problem(rel, _describe_error(exc)))
+                result.problems.append(Problem(rel, _describe_error(exc, file), broken=True))
                 continue
             found = definitions_in(module, cls)
             if not found:
@@ -199,8 +220,77 @@ def _load(root: Path) -> LoadResult:
     from .packages.discover import load_packages_into
 
     result.problems.extend(load_packages_into(registry, root))
-    result.problems.extend(check_references(registry))
+    # a name whose file failed to import is already reported there: no knock-on "unknown" errors
+    broken = {_stem(p.file) for p in result.problems if p.broken}
+    result.problems.extend(p for p in check_references(registry) if not _is_knock_on(p, broken))
     return result
+
+
+def problems_reaching(registry: Registry, problems: list[Problem], agent: str) -> list[Problem]:
+    """The problems that stand in the way of running ``agent``: those in the files it reaches
+    (its prompts, tools, models, hooks and the agents it calls), and the files that failed to
+    import where something it names should have been defined."""
+    files: set[str] = set()
+    missing: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+
+    def visit(kind: str, name: str) -> Any:
+        if (kind, name) in seen:
+            return None
+        seen.add((kind, name))
+        entry = registry.find(kind, name)
+        if entry is None or entry.value is None:
+            missing.add(name)
+            return None
+        if entry.source:
+            files.add(entry.source)
+        return entry.value
+
+    def visit_agent(name: str) -> None:
+        found = visit("agents", name)
+        if found is None:
+            return
+        for side in (found.side_a, found.side_b):
+            if side is not None:
+                visit_prompt(side.prompt)
+        for hook in (*found.hooks, *(r.hook for r in found.parent_hooks)):
+            visit("hooks", hook)
+        for tool in (*found.input_guardrails, *found.output_guardrails):
+            visit("tools", tool)
+
+    def visit_model(name: str) -> None:
+        found = visit("models", name)
+        for fallback in getattr(found, "fallbacks", ()):
+            visit_model(fallback)
+
+    def visit_prompt(name: str) -> None:
+        found = visit("prompts", name)
+        if found is None:
+            return
+        visit_model(found.model or DEFAULT_MODEL)
+        for include in found.includes():
+            visit_prompt(include)
+        for hook in found.hooks or []:
+            visit("hooks", hook)
+        for tool in (*found.tool_names(), *found.input_guardrails, *found.output_guardrails):
+            if registry.has("agents", tool) and not registry.has("tools", tool):
+                visit_agent(tool)
+            elif tool.startswith("mcp:"):
+                visit("mcp", tool[4:].split("/", 1)[0])
+            elif not registry.has("mcp", tool):
+                visit("tools", tool)
+
+    visit_agent(agent)
+    return [p for p in problems
+            if not p.file or p.file in files or (p.broken and _stem(p.file) in missing)]
+
+
+def _stem(file: str) -> str:
+    return Path(file).name.split(".", 1)[0]
+
+
+def _is_knock_on(problem: Problem, broken: set[str]) -> bool:
+    return bool(problem.ref) and problem.ref in broken
 
 
 def _load_endpoints(api: Path, root: Path, registry: Registry, result: LoadResult) -> None:
@@ -215,7 +305,7 @@ def _load_endpoints(api: Path, root: Path, registry: Registry, result: LoadResul
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
-            result.problems.append(Problem(rel, _describe_error(exc)))
+            result.problems.append(Problem(rel, _describe_error(exc, file), broken=True))
             continue
         route = str(file.relative_to(api).with_suffix(""))
         thread = definitions_in(module, ThreadEndpointDefinition)
@@ -242,23 +332,23 @@ def check_references(registry: Registry, namespace: str | None = None) -> list[P
             if side is None:
                 continue
             if not registry.has("prompts", side.prompt, namespace):
-                problems.append(Problem(src, f"{which}.prompt: unknown prompt {side.prompt!r}"))
+                problems.append(Problem(src, f"{which}.prompt: unknown prompt {side.prompt!r}", ref=side.prompt))
         for hook_id in agent.hooks:
             if not registry.has("hooks", hook_id, namespace):
-                problems.append(Problem(src, f"hooks: unknown hook id {hook_id!r}"))
+                problems.append(Problem(src, f"hooks: unknown hook id {hook_id!r}", ref=hook_id))
         for req in agent.parent_hooks:
             if not registry.has("hooks", req.hook, namespace):
-                problems.append(Problem(src, f"parent_hooks: unknown hook id {req.hook!r}"))
+                problems.append(Problem(src, f"parent_hooks: unknown hook id {req.hook!r}", ref=req.hook))
         for g in (*agent.input_guardrails, *agent.output_guardrails):
             if not registry.has("tools", g, namespace):
-                problems.append(Problem(src, f"guardrails: unknown tool {g!r}"))
+                problems.append(Problem(src, f"guardrails: unknown tool {g!r}", ref=g))
     for entry in registry.entries("prompts", namespace):
         prompt = entry.value
         if prompt is None or entry.package != namespace:
             continue
         src = entry.source or f"prompt {prompt.name}"
         if prompt.model and not registry.has("models", prompt.model, namespace):
-            problems.append(Problem(src, f"model: unknown model {prompt.model!r}"))
+            problems.append(Problem(src, f"model: unknown model {prompt.model!r}", ref=prompt.model))
         for tool in prompt.tool_names():
             if registry.has("tools", tool, namespace):
                 continue
@@ -273,27 +363,27 @@ def check_references(registry: Registry, namespace: str | None = None) -> list[P
             if tool.startswith("mcp:"):
                 server = tool[4:].split("/", 1)[0]
                 if not registry.has("mcp", server, namespace):
-                    problems.append(Problem(src, f"tools: unknown MCP server {server!r} in {tool!r}"))
+                    problems.append(Problem(src, f"tools: unknown MCP server {server!r} in {tool!r}", ref=server))
                 continue
             if _is_session_tool(registry, tool, namespace):
                 continue
-            problems.append(Problem(src, f"tools: unknown tool {tool!r}"))
+            problems.append(Problem(src, f"tools: unknown tool {tool!r}", ref=tool))
         for hook_id in prompt.hooks or []:
             if not registry.has("hooks", hook_id, namespace):
-                problems.append(Problem(src, f"hooks: unknown hook id {hook_id!r}"))
+                problems.append(Problem(src, f"hooks: unknown hook id {hook_id!r}", ref=hook_id))
         for inc in prompt.includes():
             if not registry.has("prompts", inc, namespace):
-                problems.append(Problem(src, f"prompt: include of unknown prompt {inc!r}"))
+                problems.append(Problem(src, f"prompt: include of unknown prompt {inc!r}", ref=inc))
         for g in (*prompt.input_guardrails, *prompt.output_guardrails):
             if not registry.has("tools", g, namespace):
-                problems.append(Problem(src, f"guardrails: unknown tool {g!r}"))
+                problems.append(Problem(src, f"guardrails: unknown tool {g!r}", ref=g))
     for entry in registry.entries("models", namespace):
         model = entry.value
         if model is None or entry.package != namespace:
             continue
         for fb in model.fallbacks:
             if not registry.has("models", fb, namespace):
-                problems.append(Problem(entry.source or "", f"fallbacks: unknown model {fb!r}"))
+                problems.append(Problem(entry.source or "", f"fallbacks: unknown model {fb!r}", ref=fb))
     return problems
 
 

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import socket
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,15 @@ class SideSetup:
             return tools
         index = self._index[level]
         return [index[n] for n in names if n in index]
+
+
+def _forget_project_modules(root: Path) -> None:
+    """Drop the project's own helper modules from the import cache, so a reload reads the
+    changed helpers too (definition files are always read afresh)."""
+    inside = str(root.resolve()) + os.sep
+    for name, module in list(sys.modules.items()):
+        if (getattr(module, "__file__", None) or "").startswith(inside):
+            sys.modules.pop(name, None)
 
 
 class Runtime:
@@ -275,9 +285,10 @@ class Runtime:
         root = self.registry.root
         if root is None:
             return ["this runtime was not opened from a project folder"]
+        _forget_project_modules(Path(root))
         problems = [str(p) for p in validate_project(root) if not p.warning]
         if problems:
-            log.warning("the project has problems; keeping the previous version:\n%s", "\n".join(problems))
+            log.warning("still serving the previous version of the project: %s", "; ".join(problems))
             return problems
         registry = load_project(root)
         registry.packages = registry.packages or self.registry.packages

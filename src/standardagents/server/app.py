@@ -130,6 +130,21 @@ def factory_from_env() -> Starlette:
     return create_app(open_runtime, prefix=prefix, dev=dev)
 
 
+def _report_project_reloads() -> None:
+    """Show the project's reloads on the console, one line each: which version is served and,
+    when a changed file is broken, which file and line (the previous version stays)."""
+    import logging
+
+    log = logging.getLogger("standardagents.runtime")
+    if not any(getattr(h, "_standardagents", False) for h in log.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        handler._standardagents = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
                reload: bool = False, database_url: str | None = None, dev: bool = False,
                prefix: str = "/api", log_level: str = "info") -> None:
@@ -143,6 +158,7 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
     import uvicorn
 
     os.environ[f"{ENV_PREFIX}WATCH"] = "0" if reload else "1"
+    _report_project_reloads()
     if workers > 1 or reload:
         os.environ[f"{ENV_PREFIX}PROJECT"] = str(Path(project).resolve())
         os.environ[f"{ENV_PREFIX}DEV"] = "1" if dev else "0"

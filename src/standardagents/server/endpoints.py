@@ -239,6 +239,7 @@ def _method_not_allowed_builtin(request: Request, builtins: list[BaseRoute]) -> 
 async def dispatch_controller(request: Request) -> Response:
     """``{prefix}/{path}``: a project controller (after the built-in routes)."""
     server = server_of(request)
+    _follow_reloads(server)
     found = server.endpoints.find("controllers", request.path_params["path"], request.method)
     if not found:
         if found is False or _method_not_allowed_builtin(request, server.extra.get("builtins", [])):
@@ -255,9 +256,17 @@ async def dispatch_controller(request: Request) -> Response:
     return to_response(result)
 
 
+def _follow_reloads(server: Any) -> None:
+    """Route by the project version the runtime uses now (it changes when the project is
+    reloaded), so new, changed and removed endpoint files take effect without a restart."""
+    if server.endpoints.registry is not server.runtime.registry:
+        server.endpoints = EndpointTable(server.runtime.registry)
+
+
 async def dispatch_thread_endpoint(request: Request) -> Response:
     """``{prefix}/threads/{id}/{path}``: a project thread endpoint; 404 for anything else."""
     server = server_of(request)
+    _follow_reloads(server)
     thread_id = request.path_params["thread_id"]
     found = server.endpoints.find("thread_endpoints", request.path_params["path"], request.method)
     if not found:

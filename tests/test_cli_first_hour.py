@@ -1,0 +1,149 @@
+"""What a newcomer meets in the first hour, through the real ``standardagents`` executable:
+``dev`` surviving a typo, choosing an agent, errors naming the user's own file and line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+EXE = Path(sys.executable).parent / "standardagents"
+QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart"
+PING = ('from standardagents import define_controller\n\n\n@define_controller(access="public")\n'
+        'def ping(ctx):\n    return {"version": VERSION}\n\n\nVERSION = 1\n')
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["STANDARDAGENTS_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "proj"
+    shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
+    return project
+
+
+def _cli(*args: str, env: dict[str, str], stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(EXE), *args], capture_output=True, text=True, env=env, timeout=timeout,
+                          input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+
+
+def _until(check: Callable[[], bool], what: str, deadline: float = 60) -> None:
+    """Poll ``check`` (each poll is a real request or a read of the log) until it holds."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def dev_server(tmp_path: Path) -> Iterator[tuple[Path, str, Path]]:
+    """``standardagents dev`` on the quickstart plus ``agents/api/ping.get.py``: (project, base
+    URL, the file its stderr goes to)."""
+    project = _project(tmp_path)
+    (project / "agents" / "api").mkdir()
+    (project / "agents" / "api" / "ping.get.py").write_text(PING)
+    port = _free_port()
+    log = tmp_path / "dev.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen([str(EXE), "dev", str(project), "--port", str(port)], env=_env(tmp_path),
+                                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield project, f"http://127.0.0.1:{port}", log
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def _version(base: str) -> int | None:
+    try:
+        response = httpx.get(f"{base}/api/ping", timeout=5)
+    except httpx.TransportError:
+        return None
+    return int(response.json()["version"]) if response.status_code == 200 else None
+
+
+def test_dev_keeps_serving_the_last_good_version_through_a_typo_and_picks_up_the_fix(
+        dev_server: tuple[Path, str, Path]) -> None:
+    project, base, log = dev_server
+    ping = project / "agents" / "api" / "ping.get.py"
+    _until(lambda: _version(base) == 1, "dev to serve the project")
+    ping.write_text(PING.replace("VERSION = 1", "VERSION = 2") + "\n\ndef oops(:\n")
+    _until(lambda: "still serving the previous version" in log.read_text(), "the broken file to be reported")
+    # every request still answers (the client's timeout would raise), from the last good version
+    assert _version(base) == 1
+    assert httpx.get(f"{base}/api/agents", timeout=5).status_code == 200
+    text = log.read_text()
+    lines = [line for line in text.splitlines() if "ping.get.py" in line]
+    assert len(lines) == 1 and "line 12" in lines[0] and "SyntaxError" in lines[0], text
+    assert "Traceback" not in text and "startup failed" not in text
+    ping.write_text(PING.replace("VERSION = 1", "VERSION = 3"))
+    _until(lambda: _version(base) == 3, "the fixed file to be served")
+
+
+def test_run_without_agent_uses_the_only_primary_agent(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "agents" / "agents" / "debate.py").unlink()
+    done = _cli("run", str(project), "What is 2 + 2?", env=_env(tmp_path))
+    # the researcher is a subagent (primary=False): the assistant is the only one to offer
+    assert done.returncode == 0, done.stderr
+    assert "2 + 2 = 4" in done.stdout
+
+
+def test_run_without_agent_and_several_primary_ones_lists_them_when_it_cannot_ask(tmp_path: Path) -> None:
+    done = _cli("run", str(_project(tmp_path)), "hi", env=_env(tmp_path))
+    assert done.returncode == 1
+    assert "choose one with --agent (assistant, debate)" in done.stderr
+    assert "researcher" not in done.stderr
+
+
+def test_errors_in_a_project_file_name_the_users_file_and_line_only(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    tool = project / "agents" / "tools" / "calculate.py"
+    lines = tool.read_text().splitlines()
+    lines.insert(20, "    x = (")
+    tool.write_text("\n".join(lines) + "\n")
+    env = _env(tmp_path)
+    checked = _cli("validate", str(project), env=env)
+    assert checked.returncode == 1
+    problems = [line for line in checked.stderr.splitlines() if line.startswith("error")]
+    assert len(problems) == 1, checked.stderr
+    assert "agents/tools/calculate.py: line 21:" in problems[0]
+    assert "unknown tool" not in checked.stderr and "(line " not in checked.stderr
+    blocked = _cli("run", str(project), "--agent", "assistant", "What is 2 + 2?", env=env)
+    assert blocked.returncode == 1 and "agents/tools/calculate.py: line 21:" in blocked.stderr
+    other = _cli("run", str(project), "--agent", "debate", "Tabs or spaces?", env=env)
+    assert other.returncode == 0, other.stderr
+    assert "1 problem(s) elsewhere in the project do not affect debate" in other.stderr
+
+
+def test_an_exception_raised_on_import_names_the_users_line(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "agents" / "tools" / "broken.py").write_text("import json\n\n\njson.loads('{')\n")
+    checked = _cli("validate", str(project), env=_env(tmp_path))
+    assert checked.returncode == 1
+    assert "agents/tools/broken.py: line 4: JSONDecodeError" in checked.stderr
+    assert "json/" not in checked.stderr and "decoder.py" not in checked.stderr
