@@ -165,6 +165,12 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
         os.environ[f"{ENV_PREFIX}PREFIX"] = prefix
         if database_url:
             os.environ[f"{ENV_PREFIX}DATABASE_URL"] = database_url
+        if workers > 1 and not reload:
+            from .supervisor import run_workers
+
+            run_workers(uvicorn.Config("standardagents.server.app:factory_from_env", factory=True, host=host,
+                                       port=port, workers=workers, log_level=log_level))
+            return
         uvicorn.run("standardagents.server.app:factory_from_env", factory=True, host=host, port=port,
                     workers=workers if not reload else 1, reload=reload,
                     reload_dirs=[str(Path(project).resolve())] if reload else None, log_level=log_level)
