@@ -147,3 +147,35 @@ def test_an_exception_raised_on_import_names_the_users_line(tmp_path: Path) -> N
     assert checked.returncode == 1
     assert "agents/tools/broken.py: line 4: JSONDecodeError" in checked.stderr
     assert "json/" not in checked.stderr and "decoder.py" not in checked.stderr
+
+
+def test_a_postgresql_url_without_the_driver_names_the_extra_to_install(tmp_path: Path) -> None:
+    # a package that fails to import exactly as a missing one does, first on the path
+    shadow = tmp_path / "shadow" / "asyncpg"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'asyncpg'\", name='asyncpg')\n")
+    env = {**_env(tmp_path), "PYTHONPATH": str(shadow.parent)}
+    url = "postgresql://postgres@127.0.0.1:5432/test"
+    for args in (["serve", str(_project(tmp_path)), "--database-url", url],
+                 ["tokens", "create", "alice", "--project", str(tmp_path / "proj"), "--database-url", url]):
+        done = _cli(*args, env=env)
+        assert done.returncode == 1, done.stderr
+        assert "pip install 'standardagents[postgres]'" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_tokens_create_refuses_a_folder_that_is_not_a_project_and_the_401_names_the_project(
+        tmp_path: Path, dev_server: tuple[Path, str, Path]) -> None:
+    env = {k: v for k, v in _env(tmp_path).items() if k != "STANDARDAGENTS_DATABASE_URL"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run([str(EXE), "tokens", "create", "alice"], capture_output=True, text=True, env=env,
+                          cwd=elsewhere, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1 and "is not an agents project" in done.stderr and "--project" in done.stderr
+    assert not (elsewhere / ".standardagents").exists() and done.stdout == ""
+    project, base, _ = dev_server
+    _until(lambda: _version(base) == 1, "dev to serve the project")
+    refused = httpx.post(f"{base}/api/threads", json={"agent": "assistant"},
+                         headers={"Authorization": "Bearer sat_not_a_real_token"}, timeout=5)
+    assert refused.status_code == 401
+    assert f"tokens list --project {project}" in refused.json()["error"]["message"]

@@ -117,9 +117,13 @@ async def authenticate(conn: HTTPConnection, *, allow_query: bool = False) -> Us
     """The verified caller, or 401 before anything else happens."""
     resolution = await resolve_caller(conn, allow_query=allow_query)
     if resolution.caller is None:
-        message = ("the API token is not valid (revoked or mistyped)" if resolution.presented
+        root = getattr(getattr(getattr(conn.app.state, "server", None), "runtime", None), "registry", None)
+        project = str(getattr(root, "root", None) or "PROJECT")
+        message = ("the API token is not valid (revoked, mistyped, or made for another project's database: "
+                   f"'standardagents tokens list --project {project}' shows this server's tokens)"
+                   if resolution.presented
                    else "this route needs an API token: send 'Authorization: Bearer <token>' "
-                        "(create one with 'standardagents tokens create USER')")
+                        f"(create one with 'standardagents tokens create USER --project {project}')")
         raise ApiError(401, message, headers={"WWW-Authenticate": "Bearer"})
     return resolution.caller
 

@@ -6,6 +6,7 @@ A token's secret is printed once, at creation; the store keeps only its SHA-256.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -13,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from ..store import open_store
+from ..store.sql import DATABASE_URL_ENV
 from ..store.base import Store, UserRecord
 
 __all__ = ["tokens_app"]
@@ -26,7 +28,15 @@ DbOpt = Annotated[str | None, typer.Option("--database-url", help="A database UR
 
 
 def _with_store(project: Path, database_url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run ``work`` on the project's store. A folder that is not a project is refused (its
+    tokens would go to a new, empty database the server never reads); errors are one line."""
+    from ..exceptions import StandardAgentsError
+
     root = project.resolve()
+    if not database_url and not os.environ.get(DATABASE_URL_ENV) and not (root / "agents").is_dir():
+        typer.echo(f"error: {project} is not an agents project (there is no agents/ folder): "
+                   "pass --project PROJECT, the folder you serve", err=True)
+        raise typer.Exit(1)
 
     async def main() -> T:
         store = open_store(database_url, project_dir=root)
@@ -36,7 +46,11 @@ def _with_store(project: Path, database_url: str | None, work: Callable[[Store],
         finally:
             await store.close()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except StandardAgentsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 async def _find_user(store: Store, user: str) -> UserRecord | None:

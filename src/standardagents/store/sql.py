@@ -152,9 +152,13 @@ class SQLStore:
         connect_args: dict[str, Any] = {}
         if self.schema:
             connect_args["server_settings"] = {"search_path": self.schema}
-        engine = create_async_engine(
-            self._url, json_serializer=_dumps, connect_args=connect_args, pool_pre_ping=False,
-        )
+        try:
+            engine = create_async_engine(
+                self._url, json_serializer=_dumps, connect_args=connect_args, pool_pre_ping=False,
+            )
+        except ImportError as exc:
+            raise StoreError("PostgreSQL needs the postgres extra: pip install 'standardagents[postgres]' "
+                             f"({exc})") from exc
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(upgrade_to_head, schema=self.schema)
