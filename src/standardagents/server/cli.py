@@ -14,8 +14,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from ..store import open_store
-from ..store.sql import DATABASE_URL_ENV
 from ..store.base import Store, UserRecord
+from ..store.sql import DATABASE_URL_ENV
 
 __all__ = ["tokens_app"]
 
