@@ -95,8 +95,8 @@ def test_an_approval_waits_and_the_approve_command_continues_the_turn(tmp_path: 
     env = _env(tmp_path)
     first = subprocess.run([str(EXE), "run", str(proj), "wipe it"], capture_output=True, text=True, env=env,
                            timeout=120, stdin=subprocess.DEVNULL)
-    assert first.returncode == 0, first.stderr
-    token = re.search(r"standardagents approve PROJECT (\S+)\n", first.stderr).group(1)
+    assert first.returncode == 4, first.stderr  # waiting for an approval
+    token = re.search(rf"standardagents approve {re.escape(str(proj))} (\S+)\n", first.stderr).group(1)
     second = subprocess.run([str(EXE), "approve", str(proj), token], capture_output=True, text=True, env=env,
                             timeout=120, stdin=subprocess.DEVNULL)
     assert second.returncode == 0, second.stderr

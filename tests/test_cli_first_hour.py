@@ -179,3 +179,62 @@ def test_tokens_create_refuses_a_folder_that_is_not_a_project_and_the_401_names_
                          headers={"Authorization": "Bearer sat_not_a_real_token"}, timeout=5)
     assert refused.status_code == 401
     assert f"tokens list --project {project}" in refused.json()["error"]["message"]
+
+
+def _guarded_project(tmp_path: Path) -> Path:
+    project = tmp_path / "guarded"
+    for folder in ("agents", "prompts", "tools", "models"):
+        (project / "agents" / folder).mkdir(parents=True)
+    (project / "agents" / "agents" / "safe.py").write_text(
+        "from standardagents import define_agent\n"
+        "safe = define_agent(name='safe', side_a={'prompt': 'safe_prompt', 'stop_on_response': True},\n"
+        "                    input_guardrails=['no_secrets'])\n"
+        "broken = define_agent(name='broken', side_a={'prompt': 'broken_prompt', 'stop_on_response': True})\n"
+        "busy = define_agent(name='busy', side_a={'prompt': 'busy_prompt', 'max_steps': 1})\n"
+        "keyless = define_agent(name='keyless', side_a={'prompt': 'keyless_prompt', 'stop_on_response': True})\n")
+    (project / "agents" / "prompts" / "p.py").write_text(
+        "from standardagents import define_prompt\n"
+        "safe_prompt = define_prompt(name='safe_prompt', prompt='x')\n"
+        "broken_prompt = define_prompt(name='broken_prompt', prompt='x', model='nowhere')\n"
+        "busy_prompt = define_prompt(name='busy_prompt', prompt='x', tools=['echo'])\n"
+        "keyless_prompt = define_prompt(name='keyless_prompt', prompt='x', model='remote')\n")
+    (project / "agents" / "tools" / "t.py").write_text(
+        "from standardagents import define_tool\n\n\n@define_tool(guardrail=True)\n"
+        "def no_secrets(text: str) -> dict:\n    '''Refuse secrets.'''\n"
+        "    return {'tripwire': 'password' in text.lower()}\n\n\n@define_tool\n"
+        "def echo(text: str) -> str:\n    '''Echo.'''\n    return text\n")
+    (project / "agents" / "models" / "m.py").write_text(
+        "from standardagents import define_model\n"
+        "nowhere = define_model(name='nowhere', provider='openai', model='m', base_url='http://127.0.0.1:9/v1',\n"
+        "                       api_key_env='NO_SUCH_KEY_VARIABLE')\n"
+        "remote = define_model(name='remote', provider='openai', model='m', base_url='https://api.example.invalid/v1',\n"
+        "                      api_key_env='NO_SUCH_KEY_VARIABLE')\n")
+    return project
+
+
+def test_run_exit_codes_tell_how_the_turn_ended(tmp_path: Path) -> None:
+    project = _guarded_project(tmp_path)
+    env = _env(tmp_path)
+    assert _cli("run", str(project), "--agent", "safe", "hello", env=env).returncode == 0
+    tripped = _cli("run", str(project), "--agent", "safe", "my password is x", env=env)
+    assert tripped.returncode == 3, tripped.stderr
+    failed = _cli("run", str(project), "--agent", "broken", "hello", env=env)
+    assert failed.returncode == 1, failed.stderr
+    limited = _cli("run", str(project), "--agent", "busy", "hello", env=env)
+    assert limited.returncode == 5, limited.stderr
+
+
+def test_a_missing_key_names_the_variable_and_api_key_env(tmp_path: Path) -> None:
+    done = _cli("run", str(_guarded_project(tmp_path)), "--agent", "keyless", "hello", env=_env(tmp_path))
+    assert done.returncode == 1
+    assert "NO_SUCH_KEY_VARIABLE (its api_key_env) is not set" in done.stdout + done.stderr
+
+
+def test_the_readme_install_path_is_where_pack_writes_the_wheel(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    line = next(line for line in readme.splitlines() if line.startswith("pip install my-agents/dist/"))
+    pattern = line.split()[2]
+    project = _project(tmp_path)
+    packed = _cli("pack", str(project), "--agent", "assistant", "--wheel", env=_env(tmp_path), timeout=300)
+    assert packed.returncode == 0, packed.stderr
+    assert list(tmp_path.glob(pattern.replace("my-agents", project.name))), pattern

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -177,8 +178,27 @@ async def _print_turn(sub: Any, task: Any) -> Any:
     return result
 
 
+#: ``run`` and ``approve`` exit codes: how the turn ended (documented in the README)
+EXIT_COMPLETE, EXIT_FAILED, EXIT_GUARDRAIL, EXIT_APPROVAL, EXIT_INTERRUPTED, EXIT_CANCELLED = 0, 1, 3, 4, 5, 130
+
+
+def turn_exit_code(result: Any) -> int:
+    """The exit code that tells a script how a turn ended."""
+    if result.outcome == "approval_required":
+        return EXIT_APPROVAL
+    if result.outcome == "guardrail":
+        return EXIT_GUARDRAIL
+    if result.stop_reason == "error":
+        return EXIT_FAILED
+    if result.stop_reason == "cancelled":
+        return EXIT_CANCELLED
+    if result.stop_reason == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_COMPLETE
+
+
 async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reasoning: bool = False,
-                      interactive: bool = False) -> Any:
+                      interactive: bool = False, project: str = "PROJECT") -> Any:
     """Send a message and print the reply as it streams, with tool activity. Ctrl-C stops the
     turn (the partial reply is kept); approvals are asked for when ``interactive``."""
     import signal
@@ -202,7 +222,8 @@ async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reas
                 call = f"{request['tool']}({json.dumps(request['arguments'])})"
                 if not interactive:
                     err.print(f"[yellow]waiting for approval:[/] {escape(call)}\n  approve: standardagents approve "
-                              f"PROJECT {request['token']}\n  deny:    standardagents approve PROJECT {request['token']} --deny")
+                              f"{escape(project)} {request['token']}\n  deny:    standardagents approve "
+                              f"{escape(project)} {request['token']} --deny")
                     continue
                 answer = await loop.run_in_executor(None, input, f"Allow {call}? [y/N] ")
                 next_task = await rt.decide(request["token"], answer.strip().lower() in ("y", "yes")) or next_task
@@ -227,7 +248,11 @@ def run(
     reasoning: Annotated[bool, typer.Option("--reasoning", help="Show the model's reasoning.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of streaming.")] = False,
 ) -> None:
-    """Send one message to an agent and stream its reply (tool activity shown live)."""
+    """Send one message to an agent and stream its reply (tool activity shown live).
+
+    Exit codes: 0 the turn completed, 1 it failed (or the command could not run), 3 a
+    guardrail stopped it, 4 it waits for an approval, 5 it hit a limit (max_steps), 130 it
+    was cancelled."""
 
     async def main() -> int:
         from .engine import Runtime
@@ -248,14 +273,12 @@ def run(
                 out.print_json(json.dumps(result.to_dict()))
             else:
                 result = await _stream_run(rt, thread_id, message, show_reasoning=reasoning,
-                                           interactive=sys.stdin.isatty())
+                                           interactive=sys.stdin.isatty(), project=shlex.quote(str(target)))
                 err.print(f"[dim]thread {thread_id} · {result.stop_reason}"
                           + (f" · {result.outcome}" if result.outcome not in (result.stop_reason, "response") else "") + "[/]")
-            if result.stop_reason == "error":
-                if as_json:  # when streaming, the error was shown as it happened
-                    err.print(f"[red]error:[/] {escape(str(result.error))}")
-                return 1
-            return 0
+            if result.stop_reason == "error" and as_json:  # when streaming, it was shown as it happened
+                err.print(f"[red]error:[/] {escape(str(result.error))}")
+            return turn_exit_code(result)
         finally:
             await rt.aclose()
 
@@ -373,12 +396,12 @@ def approve(
             task = await rt.decide(token, not deny, reason=reason)
             if task is None:
                 out.print("recorded; other calls of this turn still wait for a decision")
-                return 0
+                return EXIT_APPROVAL
             result = await task
             if result.text:
                 out.print(result.text, markup=False)
             err.print(f"[dim]thread {result.thread_id} · {result.stop_reason}[/]")
-            return 0 if result.stop_reason != "error" else 1
+            return turn_exit_code(result)
         finally:
             await rt.aclose()
 

@@ -226,6 +226,7 @@ class Runtime:
         return provider
 
     def _provider_for(self, model: ModelDefinition) -> ModelProvider:
+        from ..exceptions import ProviderError
         from ..providers.factory import ProviderSpec, build_provider
 
         key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
@@ -237,7 +238,15 @@ class Runtime:
             spec = ProviderSpec(provider=model.provider, base_url=model.base_url, api_key=api_key,
                                 api_key_env=model.api_key_env if api_key else None, timeout=model.timeout or 60.0, max_retries=model.max_retries,
                                 headers=dict(model.headers), options=dict(model.options))
-            provider = build_provider(spec)
+            try:
+                provider = build_provider(spec)
+            except ProviderError as exc:
+                if exc.code != "missing_api_key":
+                    raise
+                where = (f"the environment variable {model.api_key_env} (its api_key_env) is not set"
+                         if model.api_key_env else "set the key's variable and name it with api_key_env=... in define_model")
+                raise ProviderError(f"no API key for model {model.name!r}: {where}", code="missing_api_key",
+                                    retriable=False) from exc
             self._providers[key] = provider
         return provider
 

@@ -303,7 +303,7 @@ class AnthropicProvider(ModelProvider):
         self._sdk = anthropic
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
-            raise ProviderError("no API key for Anthropic: pass api_key or set ANTHROPIC_API_KEY",
+            raise ProviderError("no API key for Anthropic: set ANTHROPIC_API_KEY, or name the variable holding it with api_key_env in define_model",
                                 code="missing_api_key")
         kwargs: dict[str, Any] = {"api_key": key, "timeout": timeout, "max_retries": max_retries}
         if base_url:

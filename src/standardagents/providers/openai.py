@@ -194,7 +194,7 @@ class OpenAIProvider(ModelProvider):
         if not key:
             if not is_local_url(self.base_url):
                 raise ProviderError(
-                    f"no API key for {self.base_url}: pass api_key or set OPENAI_API_KEY",
+                    f"no API key for {self.base_url}: set OPENAI_API_KEY, or name the variable holding it with api_key_env in define_model",
                     code="missing_api_key", retriable=False)
             key = _PLACEHOLDER_KEY
         self.timeout = timeout
