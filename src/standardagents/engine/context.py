@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     from ..registry import Registry
     from .state import ThreadState
 
-__all__ = ["LLMCache", "render_prompt", "to_llm_message"]
+__all__ = ["THINKING_BLOCKS_KEY", "LLMCache", "render_prompt", "to_llm_message"]
+
+#: where an assistant message keeps the provider's thinking blocks (signed, to be sent back
+#: verbatim): in its metadata, so they are stored with it and survive a restart
+THINKING_BLOCKS_KEY = "thinkingBlocks"
 
 
 def prompt_is_static(prompt: PromptDefinition, registry: Registry, namespace: str | None, _seen: frozenset[str] = frozenset()) -> bool:
@@ -75,6 +79,9 @@ def to_llm_message(message: Message, perspective: str | None, dual: bool) -> dic
         out: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
             out["tool_calls"] = [tc.to_dict() for tc in message.tool_calls]
+        blocks = message.metadata.get(THINKING_BLOCKS_KEY)
+        if blocks:
+            out["thinking_blocks"] = blocks
         return out
     if role == "tool":
         if dual and message.side is not None and message.side != perspective:

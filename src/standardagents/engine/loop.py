@@ -35,7 +35,7 @@ from ..toolcalls import (
 )
 from .approvals import make_token, signing_secret
 from .compaction import compact_if_needed, over_threshold
-from .context import clip
+from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .ondemand import CARRIED_KEY, save_carried
 from .state import ExecutionState, ThreadState
@@ -437,6 +437,8 @@ class Execution:
                 await self._started_from_response(response, setup)
         reply.content = text
         reply.reasoning = response.reasoning
+        if response.thinking_blocks:
+            reply.metadata[THINKING_BLOCKS_KEY] = response.thinking_blocks
         reply.tool_calls = list(response.tool_calls) or None
         reply.usage = response.usage
         if response.finish_reason == "length":

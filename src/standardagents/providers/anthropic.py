@@ -2,7 +2,10 @@
 
 The engine speaks chat-completions shapes; this module converts them to Anthropic's
 (system prompt apart, tool results as ``tool_result`` blocks in user turns, tool calls as
-``tool_use`` blocks) and converts replies and stream events back. The conversions are pure
+``tool_use`` blocks) and converts replies and stream events back. Extended thinking's signed
+``thinking`` and ``redacted_thinking`` blocks come back as ``ModelResponse.thinking_blocks``
+and go out again, unchanged and first, from an assistant message's ``thinking_blocks``: the
+API refuses a tool loop's follow-up without them. The conversions are pure
 functions so they are tested without a network. The ``anthropic`` SDK is an optional extra
 (``pip install standardagents[anthropic]``) and is imported only when the provider is built.
 """
@@ -87,6 +90,25 @@ def _parse_arguments(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+def _thinking_block(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A thinking block as the API needs it back: exactly its own fields, nothing added."""
+    kind = block.get("type")
+    if kind == "thinking":
+        return {"type": "thinking", "thinking": block.get("thinking", ""), "signature": block.get("signature", "")}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block.get("data", "")}
+    return None
+
+
+def _thinking_blocks(blocks: Any) -> list[dict[str, Any]]:
+    out = []
+    for block in blocks or ():
+        kept = _thinking_block(block) if isinstance(block, Mapping) else None
+        if kept is not None:
+            out.append(kept)
+    return out
+
+
 def to_anthropic_messages(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     """Split chat-completions messages into Anthropic's ``system`` text and alternating turns.
 
@@ -113,7 +135,8 @@ def to_anthropic_messages(messages: list[dict[str, Any]]) -> tuple[str | None, l
         elif role == "user":
             add("user", _content_blocks(message.get("content")))
         elif role == "assistant":
-            blocks = _content_blocks(message.get("content"))
+            blocks = _thinking_blocks(message.get("thinking_blocks"))
+            blocks.extend(_content_blocks(message.get("content")))
             for call in message.get("tool_calls") or ():
                 fn = call.get("function") or {}
                 blocks.append({"type": "tool_use", "id": str(call.get("id", "")),
@@ -176,13 +199,18 @@ def from_anthropic_message(data: Mapping[str, Any]) -> ModelResponse:
     """An Anthropic ``message`` object as a :class:`ModelResponse`."""
     text: list[str] = []
     thinking: list[str] = []
+    kept: list[dict[str, Any]] = []
     calls: list[ToolCall] = []
     for block in data.get("content") or ():
         kind = block.get("type")
         if kind == "text":
             text.append(str(block.get("text", "")))
-        elif kind == "thinking":
-            thinking.append(str(block.get("thinking", "")))
+        elif kind in ("thinking", "redacted_thinking"):
+            if kind == "thinking":
+                thinking.append(str(block.get("thinking", "")))
+            found = _thinking_block(block)
+            if found is not None:
+                kept.append(found)
         elif kind == "tool_use":
             calls.append(ToolCall(id=str(block.get("id", "")), name=str(block.get("name", "")),
                                   arguments=json.dumps(block.get("input") or {})))
@@ -191,7 +219,7 @@ def from_anthropic_message(data: Mapping[str, Any]) -> ModelResponse:
         text="".join(text), tool_calls=calls, reasoning="".join(thinking) or None,
         usage=_usage(data.get("usage")),
         finish_reason=_STOP_REASONS.get(stop, stop) if stop else None,
-        model=data.get("model"), raw=dict(data),
+        model=data.get("model"), raw=dict(data), thinking_blocks=kept,
     )
 
 
@@ -202,6 +230,7 @@ class AnthropicStreamAssembler:
         self.text: list[str] = []
         self.thinking: list[str] = []
         self.calls: dict[int, list[Any]] = {}  # block index -> [tool index, id, name, [json]]
+        self.kept: dict[int, dict[str, Any]] = {}  # block index -> thinking block being assembled
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.model: str | None = None
@@ -223,6 +252,12 @@ class AnthropicStreamAssembler:
             if block.get("type") == "text" and block.get("text"):
                 self.text.append(block["text"])
                 return [TextDelta(block["text"])]
+            opened = _thinking_block(block)
+            if opened is not None:
+                self.kept[int(event.get("index", len(self.kept)))] = opened
+                if opened["type"] == "thinking" and opened["thinking"]:
+                    self.thinking.append(opened["thinking"])
+                    return [ReasoningDelta(opened["thinking"])]
             return []
         if kind == "content_block_delta":
             delta = event.get("delta") or {}
@@ -232,7 +267,15 @@ class AnthropicStreamAssembler:
                 return [TextDelta(delta["text"])]
             if dtype == "thinking_delta" and delta.get("thinking"):
                 self.thinking.append(delta["thinking"])
+                block = self.kept.get(int(event.get("index", -1)))
+                if block is not None:
+                    block["thinking"] += delta["thinking"]
                 return [ReasoningDelta(delta["thinking"])]
+            if dtype == "signature_delta":
+                block = self.kept.get(int(event.get("index", -1)))
+                if block is not None:
+                    block["signature"] += str(delta.get("signature") or "")
+                return []
             if dtype == "input_json_delta":
                 found = self.calls.get(int(event.get("index", -1)))
                 piece = str(delta.get("partial_json") or "")
@@ -258,7 +301,8 @@ class AnthropicStreamAssembler:
                  for e in sorted(self.calls.values(), key=lambda e: e[0])]
         return ModelResponse(text="".join(self.text), tool_calls=calls,
                              reasoning="".join(self.thinking) or None, usage=self.usage,
-                             finish_reason=self.finish_reason, model=self.model)
+                             finish_reason=self.finish_reason, model=self.model,
+                             thinking_blocks=[self.kept[i] for i in sorted(self.kept)])
 
 
 #: the HTTP status Anthropic uses for each error type, for errors that arrive mid-stream

@@ -60,6 +60,9 @@ class ModelResponse:
     finish_reason: str | None = None
     model: str | None = None
     raw: Any = None
+    #: blocks the provider must get back verbatim with this reply when the conversation goes
+    #: on (Anthropic's signed ``thinking`` and ``redacted_thinking`` blocks), in reply order
+    thinking_blocks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -232,7 +232,10 @@ class OpenAIProvider(ModelProvider):
 
     # -- request body ----------------------------------------------------------------------
     def _body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        # Anthropic's thinking blocks ride on assistant messages for that provider only
+        messages = [{k: v for k, v in m.items() if k != "thinking_blocks"} if "thinking_blocks" in m else m
+                    for m in request.messages]
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.tools:
             body["tools"] = request.tools
         if request.tool_choice is not None:

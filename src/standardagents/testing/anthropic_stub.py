@@ -10,19 +10,29 @@ the client; it listens on a free port and serves from a background thread. Unles
 ``strict=False`` it answers a request the real API would refuse (no ``max_tokens``, a
 ``system`` turn in ``messages``, a ``tool_use`` without its ``tool_result``, a tool without
 ``input_schema``) with a 400 in Anthropic's shape, so a malformed request cannot pass a test.
+
+Extended thinking is checked the way the API checks it: the stub signs every thinking block it
+sends (and remembers its redacted blocks), and refuses a request carrying a thinking block
+whose text or signature changed, a redacted block whose data changed, or, with ``thinking``
+enabled, an unfinished tool loop whose last assistant turn no longer opens with its thinking.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import hashlib
+import hmac
 import json
 import math
+import secrets
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._server import ScriptedServer
 
-__all__ = ["ERROR_TYPES", "AnthropicReply", "AnthropicStub", "validate_messages_request"]
+__all__ = ["ERROR_TYPES", "AnthropicReply", "AnthropicStub", "thinking_problems", "validate_messages_request"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -46,13 +56,16 @@ class AnthropicReply:
     Anthropic error body (``error_type``/``error_message``, or ``error_body`` verbatim);
     ``retry_after_ms`` adds the header the SDK honours before retrying. ``stream_error_after``
     sends an ``error`` event (``stream_error_type``) after that many events of a stream;
-    ``drop_after_events`` closes the connection instead.
+    ``drop_after_events`` closes the connection instead. ``thinking`` opens the reply with a
+    thinking block signed by the stub (or by ``signature`` when given); each entry of
+    ``redacted_thinking`` adds a ``redacted_thinking`` block with that ``data`` after it.
     """
 
     text: str | None = None
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     thinking: str | None = None
-    signature: str = "stub-signature"
+    signature: str | None = None
+    redacted_thinking: list[str] = field(default_factory=list)
     stop_reason: str | None = None
     usage: dict[str, int] | None = None
     delay: float = 0.0
@@ -159,6 +172,55 @@ def validate_messages_request(body: dict[str, Any]) -> list[str]:
     return problems
 
 
+_THINKING_KINDS = ("thinking", "redacted_thinking")
+# The API's own wording (its spelling included), so clients see what production would say.
+_THINKING_FIRST = (
+    "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+    "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include "
+    "thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult "
+    "our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking")
+
+
+def _kinds(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return ["text"]
+    return [b.get("type") if isinstance(b, dict) else None for b in content] if isinstance(content, list) else []
+
+
+def thinking_problems(body: dict[str, Any], genuine: Callable[[dict[str, Any]], bool]) -> list[str]:
+    """What the real API refuses about the thinking blocks ``body`` carries back.
+
+    ``genuine(block)`` tells whether a ``thinking`` block (text and signature) or a
+    ``redacted_thinking`` block (data) is one the server sent, unchanged."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return []
+    problems: list[str] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        kinds = _kinds(message.get("content"))
+        if any(k in _THINKING_KINDS for k in kinds) and kinds[0] not in _THINKING_KINDS:
+            problems.append(f"messages.{i}.content.0: If an assistant message contains any thinking blocks, "
+                            f"the first block must be `thinking` or `redacted_thinking`. Found `{kinds[0]}`.")
+        for j, kind in enumerate(kinds):
+            block = message["content"][j] if kind in _THINKING_KINDS else None
+            if block is None or genuine(block):
+                continue
+            field_name = "signature" if kind == "thinking" else "data"
+            problems.append(f"messages.{i}.content.{j}: Invalid `{field_name}` in `{kind}` block")
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive") and len(messages) >= 2:
+        last, turn = messages[-1], messages[-2]
+        continues_tools = isinstance(last, dict) and last.get("role") == "user" and "tool_result" in _kinds(last.get("content"))
+        if continues_tools and isinstance(turn, dict) and turn.get("role") == "assistant":
+            kinds = _kinds(turn.get("content"))
+            if kinds and kinds[0] not in _THINKING_KINDS:
+                problems.append(f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+                                f"`redacted_thinking`, but found `{kinds[0]}`. {_THINKING_FIRST}")
+    return problems
+
+
 class _Message:
     """Builds the wire objects of one reply (one message id, tool ids numbered by serial)."""
 
@@ -199,7 +261,8 @@ class _Message:
         reply = self.reply
         out: list[dict[str, Any]] = []
         if reply.thinking is not None:
-            out.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature})
+            out.append({"type": "thinking", "thinking": reply.thinking, "signature": reply.signature or ""})
+        out.extend({"type": "redacted_thinking", "data": data} for data in reply.redacted_thinking)
         if reply.text is not None:
             out.append({"type": "text", "text": reply.text})
         for index, (name, args) in enumerate(reply.tool_calls):
@@ -225,6 +288,8 @@ class _Message:
                 deltas = [{"type": "thinking_delta", "thinking": p}
                           for p in _split(block["thinking"], size)]
                 deltas.append({"type": "signature_delta", "signature": block["signature"]})
+            elif kind == "redacted_thinking":
+                head, deltas = block, []  # sent whole in its start event, as the API does
             elif kind == "text":
                 head = {"type": "text", "text": ""}
                 deltas = [{"type": "text_delta", "text": p} for p in _split(block["text"], size)]
@@ -245,7 +310,8 @@ class _Message:
         yield "message_stop", {"type": "message_stop"}
 
     def _first_tool_block(self) -> int:
-        return int(self.reply.thinking is not None) + int(self.reply.text is not None)
+        return (int(self.reply.thinking is not None) + len(self.reply.redacted_thinking)
+                + int(self.reply.text is not None))
 
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -265,6 +331,21 @@ class AnthropicStub(ScriptedServer[AnthropicReply]):
                  host: str = "127.0.0.1", strict: bool = True) -> None:
         super().__init__(responder, host=host, port=port)
         self.strict = strict
+        self._secret = secrets.token_bytes(32)
+        #: the thinking blocks sent so far, as (type, text or data, signature)
+        self._issued: set[tuple[str, str, str]] = set()
+
+    def signature_for(self, thinking: str) -> str:
+        """The signature this stub gives a thinking block with this text."""
+        digest = hmac.new(self._secret, thinking.encode(), hashlib.sha256).digest()
+        return base64.b64encode(b"stub-thinking:" + digest).decode()
+
+    def _genuine(self, block: dict[str, Any]) -> bool:
+        if block.get("type") == "thinking":
+            key = ("thinking", block.get("thinking"), block.get("signature"))
+        else:
+            key = ("redacted_thinking", block.get("data"), "")
+        return all(isinstance(part, str) for part in key) and key in self._issued
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -305,7 +386,7 @@ class AnthropicStub(ScriptedServer[AnthropicReply]):
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
         serial = self._record(body, headers)
-        problems = validate_messages_request(body) if self.strict else []
+        problems = [*validate_messages_request(body), *thinking_problems(body, self._genuine)] if self.strict else []
         if problems:
             await self._send_json(send, 400, _error_payload(400, None, "; ".join(problems), serial))
             return
@@ -330,6 +411,11 @@ class AnthropicStub(ScriptedServer[AnthropicReply]):
                 request_id.append((b"retry-after-ms", str(reply.retry_after_ms).encode()))
             await self._send_json(send, reply.error_status, payload, request_id)
             return
+        if reply.thinking is not None and reply.signature is None:
+            reply = dataclasses.replace(reply, signature=self.signature_for(reply.thinking))
+        if reply.thinking is not None:
+            self._issued.add(("thinking", reply.thinking, reply.signature or ""))
+        self._issued.update(("redacted_thinking", data, "") for data in reply.redacted_thinking)
         built = _Message(body, reply, serial)
         if not body.get("stream"):
             await self._send_json(send, 200, built.message(), request_id)
