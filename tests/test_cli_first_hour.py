@@ -102,6 +102,8 @@ def test_dev_keeps_serving_the_last_good_version_through_a_typo_and_picks_up_the
     assert "Traceback" not in text and "startup failed" not in text
     ping.write_text(PING.replace("VERSION = 1", "VERSION = 3"))
     _until(lambda: _version(base) == 3, "the fixed file to be served")
+    missing = httpx.post(f"{base}/api/threads", json={}, timeout=5)
+    assert missing.status_code == 422 and "GET /api/agents" in missing.json()["error"]["message"]
 
 
 def test_run_without_agent_uses_the_only_primary_agent(tmp_path: Path) -> None:
@@ -238,3 +240,41 @@ def test_the_readme_install_path_is_where_pack_writes_the_wheel(tmp_path: Path) 
     packed = _cli("pack", str(project), "--agent", "assistant", "--wheel", env=_env(tmp_path), timeout=300)
     assert packed.returncode == 0, packed.stderr
     assert list(tmp_path.glob(pattern.replace("my-agents", project.name))), pattern
+
+
+def test_a_busy_port_is_reported_before_anything_says_serving(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        for command in ("serve", "dev"):
+            done = _cli(command, str(project), "--port", str(port), env=_env(tmp_path), timeout=60)
+            assert done.returncode == 1, done.stdout + done.stderr
+            assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
+            assert "serving" not in done.stdout and " on http" not in done.stdout
+
+
+def test_a_sqlite_url_into_a_missing_folder_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "no" / "such" / "dir" / "x.db"
+    done = _cli("run", str(_project(tmp_path)), "--agent", "assistant", "hi", "--database-url", f"sqlite:///{target}",
+                env=_env(tmp_path))
+    assert done.returncode == 1
+    assert f"the folder {target.parent} does not exist" in done.stderr
+    assert not (tmp_path / "no").exists()
+
+
+def test_import_and_unpack_share_the_overwrite_flag(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    project = _project(tmp_path)
+    doc = tmp_path / "assistant.json"
+    assert _cli("export", str(project), "--agent", "assistant", "--out", str(doc), env=env).returncode == 0
+    into = tmp_path / "other"
+    assert _cli("import", str(doc), "--into", str(into), env=env).returncode == 0
+    again = _cli("import", str(doc), "--into", str(into), env=env)
+    assert again.returncode == 1 and "use --overwrite to replace it" in again.stderr
+    assert _cli("import", str(doc), "--into", str(into), "--overwrite", env=env).returncode == 0
+    assert _cli("import", str(doc), "--into", str(into), "--force", env=env).returncode == 0  # the old name still works
+    for command in ("import", "unpack"):
+        shown = _cli(command, "--help", env=env).stdout
+        assert "--overwrite" in shown and "--force" not in shown

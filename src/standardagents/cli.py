@@ -340,6 +340,24 @@ def _preflight(project: Path, database_url: str | None) -> None:
     asyncio.run(check())
 
 
+def _check_port(host: str, port: int) -> None:
+    """Refuse a port another program holds, before anything says it is serving."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc}")
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server may be running there; "
+                 "choose another --port)")
+
+
 @app.command()
 def serve(
     project: ProjectArg,
@@ -356,6 +374,7 @@ def serve(
     if titles:
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
     _guard(lambda: _preflight(project, database_url))
+    _check_port(host, port)
     out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev))
 
@@ -373,6 +392,7 @@ def dev(
     from .server import run_server
 
     _guard(lambda: _preflight(project, database_url))
+    _check_port(host, port)
     out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
     _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True))
 

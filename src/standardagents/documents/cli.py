@@ -120,7 +120,8 @@ def import_command(
     into: Annotated[Path, typer.Option("--into", help="The project folder to write into.")] = Path("."),
     layer: Annotated[list[Path] | None, typer.Option("--layer", help="Document layers beneath DOC (weakest first).")] = None,
     name: Annotated[str | None, typer.Option("--name", help="The agent's name (snake_case); default: from the document's id.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite files that already exist.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace files that already exist.")] = False,
+    force: Annotated[bool, typer.Option("--force", hidden=True, help="The former name of --overwrite.")] = False,
 ) -> None:
     """Write an agent document into a project as agent, prompt and model files."""
     try:
@@ -146,8 +147,8 @@ def import_command(
         raise _fail([(str(doc), "holds a number (NaN or Infinity) that JSON does not allow")]) from None
     files = project_files(translation)
     existing = [path for path in files if (into / path).exists()]
-    if existing and not force:
-        raise _fail([(str(into / path), "already exists (use --force to overwrite)") for path in existing])
+    if existing and not (overwrite or force):
+        raise _fail([(str(into / path), "already exists (use --overwrite to replace it)") for path in existing])
     for path, text in files.items():
         target = into / path
         target.parent.mkdir(parents=True, exist_ok=True)

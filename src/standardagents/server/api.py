@@ -107,9 +107,10 @@ async def create_thread(request: Request) -> Response:
     rt = server_of(request).runtime
     agent = body.get("agent", body.get("agent_id", body.get("agentId")))
     if not isinstance(agent, str) or not agent:
-        raise ApiError(422, "field 'agent' is required: the name of the agent to talk to (see GET /agents)")
+        raise ApiError(422, "field 'agent' is required: the name of the agent to talk to (GET /api/agents lists them)")
     if not rt.registry.has("agents", agent):
-        raise ApiError(422, f"field 'agent': unknown agent {agent!r}; known: {', '.join(rt.registry.names('agents'))}")
+        raise ApiError(422, f"field 'agent': unknown agent {agent!r}; known: {', '.join(rt.registry.names('agents'))} "
+                            "(GET /api/agents lists them)")
     metadata = body.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ApiError(422, "field 'metadata' must be an object")

@@ -110,8 +110,10 @@ class SQLStore:
     def _open_sqlite(self) -> None:
         database = self._url.database or ""
         memory = database in ("", ":memory:") or database.startswith("file::memory:")
-        if not memory:
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(database).expanduser().parent
+        if not memory and not folder.is_dir():
+            # a mistyped path must not quietly grow folders and an empty database
+            raise StoreError(f"cannot open SQLite database {self.url!r}: the folder {folder} does not exist")
         engine = create_engine(
             self._url, poolclass=StaticPool, json_serializer=_dumps,
             connect_args={"check_same_thread": False, "isolation_level": None},
