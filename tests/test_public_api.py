@@ -4,16 +4,39 @@ from __future__ import annotations
 
 import standardagents
 
+PUBLIC = {
+    # defining a project: every define_* a project file needs, with its typed fields
+    "define_agent", "define_prompt", "define_model", "define_tool", "define_hook", "define_effect",
+    "define_controller", "define_thread_endpoint", "define_mcp_server",
+    "AgentFields", "SideFields", "SessionToolFields", "PromptFields", "PromptToolFields", "ModelFields",
+    "ToolOptions", "HookName", "EndpointAccess",
+    # the definitions those functions return
+    "AgentDefinition", "PromptDefinition", "ModelDefinition", "ToolDefinition", "HookDefinition",
+    "EffectDefinition", "ControllerDefinition", "ThreadEndpointDefinition", "MCPServerDefinition",
+    "SideConfig", "SessionToolConfig",
+    # running it
+    "Runtime", "ThreadState", "ExecutionResult", "Registry", "load_project", "validate_project",
+    "Event", "EventBus", "Message", "ThreadRecord", "ToolCall", "ToolResult", "Usage",
+    # errors and signals
+    "StandardAgentsError", "DefinitionError", "ProjectError", "NotFoundError", "ProviderError",
+    "InjectionRejected", "ModelRetry",
+    "__version__",
+}
+
 
 def test_the_root_exports_exactly_its_public_names():
-    missing = [name for name in standardagents.__all__ if not hasattr(standardagents, name)]
-    assert missing == []
+    assert set(standardagents.__all__) == PUBLIC
     assert len(set(standardagents.__all__)) == len(standardagents.__all__)
-    for name in ("define_agent", "define_prompt", "define_tool", "define_model", "define_hook", "define_effect",
-                 "define_controller", "define_thread_endpoint", "Runtime", "ThreadState", "load_project",
-                 "validate_project", "Message", "ToolResult", "DefinitionError", "ProviderError"):
-        assert name in standardagents.__all__, name
-        assert getattr(standardagents, name) is not None
+    assert [name for name in standardagents.__all__ if getattr(standardagents, name, None) is None] == []
+
+
+def test_every_define_function_a_project_file_needs_imports_from_the_package_root():
+    from standardagents import define_mcp_server
+
+    server = define_mcp_server("files", command="python", args=["-m", "files_server"])
+    assert server.transport == "stdio"
+    defines = {name for name in dir(standardagents) if name.startswith("define_")}
+    assert defines == {name for name in PUBLIC if name.startswith("define_")}
 
 
 def test_the_package_is_typed():

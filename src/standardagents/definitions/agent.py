@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 from pydantic import Field
 
@@ -10,11 +11,19 @@ from ._base import Definition, build, check_snake_case
 
 __all__ = [
     "AgentDefinition",
+    "AgentFields",
+    "AgentType",
+    "ParentHookFields",
     "ParentHookRequirement",
     "SessionToolConfig",
+    "SessionToolFields",
     "SideConfig",
+    "SideFields",
     "define_agent",
 ]
+
+#: the two conversation shapes of the spec
+AgentType = Literal["ai_human", "dual_ai"]
 
 
 class SessionToolConfig(Definition):
@@ -25,7 +34,17 @@ class SessionToolConfig(Definition):
     attachments_property: str | None = None
 
 
+class SessionToolFields(TypedDict, total=False):
+    """``SessionToolConfig`` as a dict, for type checkers and editors."""
+
+    name: Required[str]
+    message_property: str | None
+    attachments_property: str | None
+
+
 SessionToolBinding = str | SessionToolConfig
+#: what a side's session_* field accepts when written by hand
+SessionToolInput = str | SessionToolFields | SessionToolConfig
 
 
 class SideConfig(Definition):
@@ -51,6 +70,20 @@ class SideConfig(Definition):
         return value
 
 
+class SideFields(TypedDict, total=False):
+    """``SideConfig`` as a dict: one key per field, so a misspelt key is a type error."""
+
+    label: str | None
+    prompt: Required[str]
+    stop_on_response: bool
+    stop_tool: str | None
+    stop_tool_response_property: str | None
+    max_steps: int | None
+    session_stop: SessionToolInput | None
+    session_fail: SessionToolInput | None
+    session_status: SessionToolInput | None
+
+
 class ParentHookRequirement(Definition):
     """A hook a child agent requires on each direct parent while the relationship exists."""
 
@@ -59,12 +92,24 @@ class ParentHookRequirement(Definition):
     stage: Literal["before_parent", "after_parent"] = "after_parent"
 
 
+class ParentHookFields(TypedDict, total=False):
+    """``ParentHookRequirement`` as a dict."""
+
+    hook: Required[str]
+    reason: Required[str]
+    stage: Literal["before_parent", "after_parent"]
+
+
 class AgentDefinition(Definition):
-    """The spec's ``AgentDefinition``, field for field."""
+    """The spec's ``AgentDefinition``, field for field.
+
+    A new field goes here and, with the same name and type, in :class:`AgentFields` (the
+    keyword arguments of :func:`define_agent`); a test keeps the two in step.
+    """
 
     name: str
     title: str | None = None
-    type: Literal["ai_human", "dual_ai"] = "ai_human"
+    type: AgentType = "ai_human"
     max_session_turns: int | None = Field(default=None, ge=1)
     side_a: SideConfig
     side_b: SideConfig | None = None
@@ -88,6 +133,38 @@ class AgentDefinition(Definition):
         return self.side_a if which == "a" else self.side_b
 
 
+class AgentFields(TypedDict, total=False):
+    """The keyword arguments of :func:`define_agent`, one per field of :class:`AgentDefinition`.
+
+    ``name`` and ``side_a`` are required at run time; they are not ``Required`` here because
+    the same function also takes a whole definition as one dict (the spec's JSON shape).
+    Sides are plain ``SideFields`` (not a union) so a misspelt key inside one is reported by
+    name; pass built ``SideConfig`` objects through the dict form.
+    """
+
+    name: str
+    title: str | None
+    type: AgentType
+    max_session_turns: int | None
+    side_a: SideFields
+    side_b: SideFields
+    expose_as_tool: bool
+    primary: bool
+    tool_description: str | None
+    description: str | None
+    icon: str | None
+    env: Mapping[str, str]
+    tenvs: Mapping[str, Any] | None
+    package_name: str | None
+    version: str | None
+    author: str | None
+    license: str | None
+    hooks: Sequence[str]
+    parent_hooks: Sequence[ParentHookFields]
+    input_guardrails: Sequence[str]
+    output_guardrails: Sequence[str]
+
+
 def _get(data: dict[str, Any], snake: str, camel: str) -> Any:
     return data.get(snake, data.get(camel))
 
@@ -105,9 +182,13 @@ def _side_problems(side: Any, where: str) -> list[tuple[str, str]]:
     return problems
 
 
-def define_agent(definition: dict[str, Any] | None = None, /, **fields: Any) -> AgentDefinition:
-    """Validate an agent; every problem is reported at once, naming its field."""
-    data = {**(definition or {}), **fields}
+def define_agent(definition: Mapping[str, Any] | None = None, /, **fields: Unpack[AgentFields]) -> AgentDefinition:
+    """Validate an agent; every problem is reported at once, naming its field.
+
+    Keywords are typed (an editor completes them, a type checker flags a misspelt one); a
+    whole definition may instead come as one dict, in snake_case or the spec's camelCase.
+    """
+    data: dict[str, Any] = {**(definition or {}), **fields}
     problems: list[tuple[str, str]] = []
     name = data.get("name")
     if isinstance(name, str):

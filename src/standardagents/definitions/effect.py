@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -29,18 +29,27 @@ class EffectDefinition(Definition):
         return result
 
 
-def define_effect(*positional: Any, **fields: Any) -> EffectDefinition:
+def define_effect(
+    name: str | Mapping[str, Any] | Sequence[Any],
+    description: str | None = None,
+    args_schema: Mapping[str, Any] | type[BaseModel] | None = None,
+    handler: Callable[..., Any] | None = None,
+    *,
+    max_attempts: int | None = None,
+) -> EffectDefinition:
     """Define an effect: ``define_effect(name, description, args_schema, handler)``, keywords,
     a dict, or the spec's packed tuple shape ``(name, description, args_schema, handler)``."""
     data: dict[str, Any] = {}
-    if len(positional) == 1 and isinstance(positional[0], dict):
-        data = dict(positional[0])
-    elif len(positional) == 1 and isinstance(positional[0], tuple | list):
-        positional = tuple(positional[0])
-    if not data and positional:
-        keys = ["name", "description", "args_schema", "handler"]
-        data = dict(zip(keys, positional, strict=False))
-    data.update(fields)
+    if isinstance(name, Mapping):
+        data = dict(name)
+    elif isinstance(name, tuple | list):
+        data = dict(zip(["name", "description", "args_schema", "handler"], name, strict=False))
+    else:
+        data["name"] = name
+    for key, value in (("description", description), ("args_schema", args_schema), ("handler", handler),
+                       ("max_attempts", max_attempts)):
+        if value is not None:
+            data[key] = value
     schema = data.get("args_schema", data.get("argsSchema"))
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         data.pop("argsSchema", None)

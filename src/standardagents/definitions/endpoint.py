@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypedDict, overload
 
 from ._base import Definition
 
 __all__ = [
     "ControllerDefinition",
     "EndpointAccess",
+    "EndpointOptions",
     "ThreadEndpointDefinition",
     "define_controller",
     "define_thread_endpoint",
@@ -19,6 +20,12 @@ __all__ = [
 ]
 
 EndpointAccess = Literal["authenticated", "public"]
+
+
+class EndpointOptions(TypedDict, total=False):
+    """The spec's options object for controllers and thread endpoints."""
+
+    access: EndpointAccess
 
 
 class ControllerDefinition(Definition):
@@ -48,28 +55,52 @@ class ThreadEndpointDefinition(Definition):
         return result
 
 
-def _access(options: dict[str, Any] | None, access: str | None) -> str:
+def _access(options: Mapping[str, Any] | None, access: str | None) -> EndpointAccess:
     value = access or (options or {}).get("access") or "authenticated"
-    if value not in ("authenticated", "public"):
-        from ..exceptions import DefinitionError
+    if value == "authenticated":
+        return "authenticated"
+    if value == "public":
+        return "public"
+    from ..exceptions import DefinitionError
 
-        raise DefinitionError([("access", f"{value!r} is not an access level (authenticated or public)")])
-    return value
+    raise DefinitionError([("access", f"{value!r} is not an access level (authenticated or public)")])
 
 
-def define_controller(handler: Callable[..., Any] | None = None, options: dict[str, Any] | None = None, *, access: str | None = None) -> Any:
+@overload
+def define_controller(handler: Callable[..., Any], options: EndpointOptions | None = None, *,
+                      access: EndpointAccess | None = None) -> ControllerDefinition: ...
+@overload
+def define_controller(handler: None = None, options: EndpointOptions | None = None, *,
+                      access: EndpointAccess | None = None) -> Callable[[Callable[..., Any]], ControllerDefinition]: ...
+def define_controller(
+    handler: Callable[..., Any] | None = None, options: EndpointOptions | None = None, *, access: EndpointAccess | None = None
+) -> ControllerDefinition | Callable[[Callable[..., Any]], ControllerDefinition]:
     """Define a controller (usable as a decorator); access defaults to ``authenticated``."""
+    level = _access(options, access)
     if handler is None:
-        return lambda fn: define_controller(fn, options, access=access)
-    return ControllerDefinition(handler=handler, access=_access(options, access))  # type: ignore[arg-type]
+        return lambda fn: ControllerDefinition(handler=fn, access=level)
+    return ControllerDefinition(handler=handler, access=level)
 
 
-def define_thread_endpoint(handler: Callable[..., Any] | None = None, options: dict[str, Any] | None = None, *, access: str | None = None) -> Any:
-    """Define a thread endpoint (usable as a decorator); access defaults to ``authenticated``."""
-    if handler is None:
-        return lambda fn: define_thread_endpoint(fn, options, access=access)
+def _thread_endpoint(handler: Callable[..., Any], access: EndpointAccess) -> ThreadEndpointDefinition:
     params = [p for p in inspect.signature(handler).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return ThreadEndpointDefinition(handler=handler, access=_access(options, access), accepts=min(len(params), 4))  # type: ignore[arg-type]
+    return ThreadEndpointDefinition(handler=handler, access=access, accepts=min(len(params), 4))
+
+
+@overload
+def define_thread_endpoint(handler: Callable[..., Any], options: EndpointOptions | None = None, *,
+                           access: EndpointAccess | None = None) -> ThreadEndpointDefinition: ...
+@overload
+def define_thread_endpoint(handler: None = None, options: EndpointOptions | None = None, *,
+                           access: EndpointAccess | None = None) -> Callable[[Callable[..., Any]], ThreadEndpointDefinition]: ...
+def define_thread_endpoint(
+    handler: Callable[..., Any] | None = None, options: EndpointOptions | None = None, *, access: EndpointAccess | None = None
+) -> ThreadEndpointDefinition | Callable[[Callable[..., Any]], ThreadEndpointDefinition]:
+    """Define a thread endpoint (usable as a decorator); access defaults to ``authenticated``."""
+    level = _access(options, access)
+    if handler is None:
+        return lambda fn: _thread_endpoint(fn, level)
+    return _thread_endpoint(handler, level)
 
 
 def get_endpoint_access(value: Any) -> str:

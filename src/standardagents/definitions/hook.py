@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, overload
 
 from pydantic import ValidationError
 
 from ..exceptions import DefinitionError
 from ._base import Definition, check_snake_case, problems_from_validation
 
-__all__ = ["HOOK_ARITY", "HOOK_NAMES", "THREAD_HOOK_NAMES", "USER_HOOK_NAMES", "HookDefinition", "define_hook"]
+__all__ = ["HOOK_ARITY", "HOOK_NAMES", "THREAD_HOOK_NAMES", "USER_HOOK_NAMES", "HookDefinition", "HookName",
+           "define_hook"]
+
+#: the spec's hook names, so a type checker flags a misspelt one
+HookName = Literal[
+    "after_thread_created", "after_subagent_created", "after_system_message", "filter_messages",
+    "prefilter_llm_history", "before_create_message", "after_create_message", "before_update_message",
+    "after_update_message", "before_store_tool_result", "after_tool_call_success", "after_tool_call_failure",
+    "tool_call_started", "tool_call_done", "user_client_attached", "user_client_detached", "user_value_changed",
+]
 
 #: every hook of the spec, with the number of arguments before the execution context
 HOOK_ARITY: dict[str, int] = {
@@ -62,14 +71,20 @@ def _accepts(func: Callable[..., Any]) -> int:
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
+@overload
+def define_hook(definition: HookName, /, *, id: str | None = None) -> Callable[[Callable[..., Any]], HookDefinition]: ...
+@overload
+def define_hook(*, hook: HookName, id: str, execute: Callable[..., Any]) -> HookDefinition: ...
+@overload
+def define_hook(definition: Mapping[str, Any] | tuple[HookName, Callable[..., Any]], /) -> HookDefinition: ...
 def define_hook(
-    definition: dict[str, Any] | tuple[str, Callable[..., Any]] | list[Any] | str | None = None,
+    definition: Mapping[str, Any] | tuple[str, Callable[..., Any]] | list[Any] | str | None = None,
     /,
     *,
     hook: str | None = None,
     id: str | None = None,
     execute: Callable[..., Any] | None = None,
-) -> Any:
+) -> HookDefinition | Callable[[Callable[..., Any]], HookDefinition]:
     """Define a hook.
 
     ``define_hook(hook="filter_messages", id="keep_recent", execute=fn)``, the dict form,
@@ -80,18 +95,22 @@ def define_hook(
         hook_name = definition
 
         def decorator(func: Callable[..., Any]) -> HookDefinition:
-            return define_hook(hook=hook_name, id=id or func.__name__, execute=func)
+            return _build({"hook": hook_name, "id": id or func.__name__, "execute": func})
 
         return decorator
     data: dict[str, Any] = {}
     if isinstance(definition, tuple | list):
         name, func = definition
         data = {"hook": name, "id": getattr(func, "__name__", name), "execute": func}
-    elif isinstance(definition, dict):
+    elif isinstance(definition, Mapping):
         data = dict(definition)
     for key, value in (("hook", hook), ("id", id), ("execute", execute)):
         if value is not None:
             data[key] = value
+    return _build(data)
+
+
+def _build(data: dict[str, Any]) -> HookDefinition:
     problems: list[tuple[str, str]] = []
     if data.get("hook") not in HOOK_NAMES:
         problems.append(("hook", f"{data.get('hook')!r} is not a hook of the spec; known hooks: {', '.join(sorted(HOOK_NAMES))}"))

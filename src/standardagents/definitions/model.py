@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict, Unpack
 
 from pydantic import Field
 
 from ._base import Definition, build
 
-__all__ = ["ModelDefinition", "define_model"]
+__all__ = ["ModelDefinition", "ModelFields", "define_model"]
 
 
 class ModelDefinition(Definition):
@@ -17,7 +18,8 @@ class ModelDefinition(Definition):
     ``provider`` picks the transport (``openai`` for any OpenAI-compatible endpoint,
     ``anthropic``, ``test`` for the offline model). Keys are read from the environment
     variable ``api_key_env`` at run time, so a definition never carries a credential.
-    ``fallbacks`` name other models tried in order on retriable errors.
+    ``fallbacks`` name other models tried in order on retriable errors. A new field goes
+    here and in :class:`ModelFields`; a test keeps the two in step.
     """
 
     name: str
@@ -38,9 +40,36 @@ class ModelDefinition(Definition):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-def define_model(definition: dict[str, Any] | None = None, /, **fields: Any) -> ModelDefinition:
-    """Validate a model definition; every problem is reported at once."""
-    data = {**(definition or {}), **fields}
+class ModelFields(TypedDict, total=False):
+    """The keyword arguments of :func:`define_model`, one per field of :class:`ModelDefinition`.
+
+    ``provider`` stays a plain string: providers are chosen by name from configuration.
+    """
+
+    name: str
+    provider: str
+    model: str
+    base_url: str | None
+    api_key_env: str | None
+    fallbacks: Sequence[str]
+    max_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    timeout: float | None
+    max_retries: int
+    context_window: int | None
+    stream: bool
+    headers: Mapping[str, str]
+    extra_body: Mapping[str, Any]
+    options: Mapping[str, Any]
+
+
+def define_model(definition: Mapping[str, Any] | None = None, /, **fields: Unpack[ModelFields]) -> ModelDefinition:
+    """Validate a model definition; every problem is reported at once.
+
+    Keywords are typed; a whole definition may instead come as one dict (the spec's shape).
+    """
+    data: dict[str, Any] = {**(definition or {}), **fields}
     problems: list[tuple[str, str]] = []
     if "api_key" in data or "apiKey" in data:
         problems.append(("api_key", "definitions never carry credentials: set api_key_env to the name of an environment variable"))

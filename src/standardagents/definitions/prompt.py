@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 from pydantic import Field, field_validator
 
@@ -11,12 +12,22 @@ from ._base import Definition, build, check_snake_case
 __all__ = [
     "PromptDefinition",
     "PromptEnvPart",
+    "PromptFields",
     "PromptIncludePart",
     "PromptPart",
+    "PromptPartFields",
     "PromptTextPart",
     "PromptToolConfig",
+    "PromptToolFields",
+    "ToolChoice",
+    "ToolDiscovery",
     "define_prompt",
 ]
+
+#: how a prompt's tools are offered: all at once, or loaded by the model on demand
+ToolDiscovery = Literal["all", "ondemand"]
+#: whether the model may, must or must not call a tool
+ToolChoice = Literal["auto", "required", "none"]
 
 
 class PromptTextPart(Definition):
@@ -44,6 +55,26 @@ class PromptEnvPart(Definition):
 PromptPart = PromptTextPart | PromptIncludePart | PromptEnvPart
 
 
+class _TextPartFields(TypedDict, total=False):
+    type: Literal["text"]
+    text: Required[str]
+
+
+class _IncludePartFields(TypedDict):
+    type: Literal["include"]
+    prompt: str
+
+
+class _EnvPartFields(TypedDict, total=False):
+    type: Required[Literal["env"]]
+    key: Required[str]
+    default: str | None
+
+
+#: one part of a structured prompt, as written by hand
+PromptPartFields = str | _TextPartFields | _IncludePartFields | _EnvPartFields | PromptPart
+
+
 class PromptToolConfig(Definition):
     """A tool reference with per-prompt options (used for agents exposed as tools)."""
 
@@ -56,11 +87,24 @@ class PromptToolConfig(Definition):
     enabled: bool = True
 
 
+class PromptToolFields(TypedDict, total=False):
+    """``PromptToolConfig`` as a dict."""
+
+    name: Required[str]
+    description: str | None
+    include_text_response: bool
+    include_tool_calls: bool
+    include_errors: bool
+    init_user_message_property: str | None
+    enabled: bool
+
+
 class PromptDefinition(Definition):
     """A system prompt and what goes with it.
 
     ``hooks`` left as ``None`` falls back to the agent's hook list; a list (even empty)
-    replaces it, as the spec's hook provenance rules say.
+    replaces it, as the spec's hook provenance rules say. A new field goes here and in
+    :class:`PromptFields`; a test keeps the two in step.
     """
 
     name: str
@@ -69,14 +113,14 @@ class PromptDefinition(Definition):
     model: str | None = None
     tools: list[str | PromptToolConfig] = Field(default_factory=list)
     hooks: list[str] | None = None
-    tool_discovery: Literal["all", "ondemand"] = "all"
+    tool_discovery: ToolDiscovery = "all"
     compaction_threshold: float | None = Field(default=None, gt=0, le=1)
     input_guardrails: list[str] = Field(default_factory=list)
     output_guardrails: list[str] = Field(default_factory=list)
     #: characters of streamed reply checked at a time by output guardrails
     guardrail_chunk_size: int = Field(default=200, ge=1)
     parallel_tool_calls: bool = True
-    tool_choice: Literal["auto", "required", "none"] | None = None
+    tool_choice: ToolChoice | None = None
     max_tool_retries: int = Field(default=3, ge=0)
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
@@ -112,9 +156,33 @@ class PromptDefinition(Definition):
         return [p.prompt for p in self.prompt if isinstance(p, PromptIncludePart)]
 
 
-def define_prompt(definition: dict[str, Any] | None = None, /, **fields: Any) -> PromptDefinition:
-    """Validate a prompt; every problem is reported at once, naming its field."""
-    data = {**(definition or {}), **fields}
+class PromptFields(TypedDict, total=False):
+    """The keyword arguments of :func:`define_prompt`, one per field of :class:`PromptDefinition`."""
+
+    name: str
+    description: str | None
+    prompt: str | Sequence[PromptPartFields]
+    model: str | None
+    tools: Sequence[str | PromptToolFields | PromptToolConfig]
+    hooks: Sequence[str] | None
+    tool_discovery: ToolDiscovery
+    compaction_threshold: float | None
+    input_guardrails: Sequence[str]
+    output_guardrails: Sequence[str]
+    guardrail_chunk_size: int
+    parallel_tool_calls: bool
+    tool_choice: ToolChoice | None
+    max_tool_retries: int
+    temperature: float | None
+    max_tokens: int | None
+
+
+def define_prompt(definition: Mapping[str, Any] | None = None, /, **fields: Unpack[PromptFields]) -> PromptDefinition:
+    """Validate a prompt; every problem is reported at once, naming its field.
+
+    Keywords are typed; a whole definition may instead come as one dict (the spec's shape).
+    """
+    data: dict[str, Any] = {**(definition or {}), **fields}
     problems: list[tuple[str, str]] = []
     name = data.get("name")
     if isinstance(name, str) and (bad := check_snake_case(name)):

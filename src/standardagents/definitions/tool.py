@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
-from typing import Any, get_type_hints
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict, Unpack, get_type_hints, overload
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from ..exceptions import DefinitionError
 from ._base import Definition, check_snake_case
 
-__all__ = ["ToolDefinition", "define_tool"]
+__all__ = ["ToolDefinition", "ToolOptions", "define_tool"]
 
 _STATE_NAMES = {"state", "thread_state"}
 
@@ -88,6 +88,22 @@ class ToolDefinition(Definition):
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
+class ToolOptions(TypedDict, total=False):
+    """The options :func:`define_tool` takes besides the name, description, schema and handler."""
+
+    progress_argument: str | None
+    needs_approval: bool
+    guardrail: bool
+    timeout: float | None
+    #: where the tool came from, set by the runtime for MCP, plugin and agent tools
+    origin: str
+    origin_detail: str | None
+
+
+#: a JSON Schema (a dict) or a Pydantic model class describing a tool's arguments
+ToolSchema = Mapping[str, Any] | type[BaseModel]
+
+
 def _doc_params(func: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     import docstring_parser
 
@@ -145,17 +161,45 @@ def _handler_style(execute: Callable[..., Any]) -> str:
     return "state_args" if len(params) >= 2 else "args"
 
 
+@overload
+def define_tool(
+    func: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: ToolSchema | None = None,
+    args: ToolSchema | None = None,
+    **options: Unpack[ToolOptions],
+) -> ToolDefinition: ...
+@overload
+def define_tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: ToolSchema | None = None,
+    args: ToolSchema | None = None,
+    execute: Callable[..., Any],
+    **options: Unpack[ToolOptions],
+) -> ToolDefinition: ...
+@overload
+def define_tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    **options: Unpack[ToolOptions],
+) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
 def define_tool(
     func: Callable[..., Any] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
-    parameters: dict[str, Any] | type[BaseModel] | None = None,
-    args: dict[str, Any] | type[BaseModel] | None = None,
+    parameters: ToolSchema | None = None,
+    args: ToolSchema | None = None,
     execute: Callable[..., Any] | None = None,
     **options: Any,
-) -> Any:
+) -> ToolDefinition | Callable[[Callable[..., Any]], ToolDefinition]:
     """Define a tool.
 
     Three forms: ``@define_tool`` on a typed function (schema from its signature and
@@ -198,12 +242,12 @@ def define_tool(
             schema = schema_source.model_json_schema()
             schema.pop("title", None)
             data.update(parameters=schema, args_model=schema_source)
-        elif isinstance(schema_source, dict):
+        elif isinstance(schema_source, Mapping):
             try:
                 jsonschema.validators.validator_for(schema_source).check_schema(schema_source)
             except jsonschema.SchemaError as exc:
                 raise DefinitionError([("parameters", f"not a valid JSON Schema: {exc.message}")], source=f"tool {data['name']!r}") from None
-            data["parameters"] = json.loads(json.dumps(schema_source))
+            data["parameters"] = json.loads(json.dumps(dict(schema_source)))
         data["call_style"] = _handler_style(handler)
         if description is None and handler.__doc__:
             data["description"] = inspect.getdoc(handler) or ""

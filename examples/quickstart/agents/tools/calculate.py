@@ -1,10 +1,12 @@
 import ast
 import operator
 import re
+from collections.abc import Callable
+from typing import Any
 
 from standardagents import define_tool
 
-_OPS = {
+_OPS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.Pow: operator.pow, ast.Mod: operator.mod, ast.FloorDiv: operator.floordiv,
     ast.USub: operator.neg, ast.UAdd: operator.pos,
