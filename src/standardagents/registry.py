@@ -3,6 +3,10 @@
 Global code (the project's own files) sees every unpacked definition and each package's
 entry agents. Code inside a package sees its own package whole, and only the entry agents
 of other packages. Entries may be lazy: an async loader imported on first use.
+
+A bare name resolves to the caller's own definition first; a visible definition of another
+package may always be named ``package/name``, which is how :meth:`Registry.public_name`
+lists it when its bare name is shared (a packed agent called like a project agent).
 """
 
 from __future__ import annotations
@@ -70,8 +74,16 @@ class Registry:
         return entry.kind == "agents" and entry.entry_point
 
     def find(self, kind: str, name: str, namespace: str | None = GLOBAL) -> Entry | None:
-        """The visible entry for ``name``: the namespace's own first, then entry agents."""
+        """The visible entry for ``name``: the namespace's own first, then entry agents.
+
+        ``package/name`` names one package's definition, when visible from ``namespace``.
+        """
         table = self._entries[kind]
+        if "/" in name:  # controllers' own names may hold slashes too ("items/[id]")
+            package, _, bare = name.rpartition("/")
+            entry = table.get((package, bare))
+            if entry is not None and self.visible(entry, namespace):
+                return entry
         own = table.get((namespace, name))
         if own is not None:
             return own
@@ -112,7 +124,26 @@ class Registry:
         return [e for e in self._entries[kind].values() if self.visible(e, namespace)]
 
     def names(self, kind: str, namespace: str | None = GLOBAL) -> list[str]:
-        return sorted({e.name for e in self.entries(kind, namespace)})
+        """What code in ``namespace`` may call each visible definition (see :meth:`public_name`)."""
+        return sorted({self.public_name(e, namespace) for e in self.entries(kind, namespace)})
+
+    def public_name(self, entry: Entry, namespace: str | None = GLOBAL) -> str:
+        """The name that addresses ``entry`` from ``namespace`` without ambiguity.
+
+        The bare name when no other visible definition shares it, or when ``entry`` is the
+        namespace's own (own definitions win the bare name); else ``package/name``.
+        """
+        if entry.package is None or entry.package == namespace:
+            return entry.name
+        shared = any(other is not entry and other.name == entry.name for other in self.entries(entry.kind, namespace))
+        return f"{entry.package}/{entry.name}" if shared else entry.name
+
+    def clashes(self, kind: str, namespace: str | None = GLOBAL) -> list[list[Entry]]:
+        """Groups of visible entries sharing one bare name, each group in registration order."""
+        groups: dict[str, list[Entry]] = {}
+        for entry in self.entries(kind, namespace):
+            groups.setdefault(entry.name, []).append(entry)
+        return [group for group in groups.values() if len(group) > 1]
 
     def all_entries(self, kind: str) -> list[Entry]:
         return list(self._entries[kind].values())

@@ -33,7 +33,7 @@ from ..definitions import (
 )
 from ..exceptions import DefinitionError, ProjectError
 from ..project import DEFAULT_MODEL, Problem, _load, check_references, default_model, exec_module
-from ..registry import Registry
+from ..registry import Entry, Registry
 from .naming import identifier, module_name_for
 from .pack import DEFINITION_TYPES as _TYPES
 from .pack import EXPORT_KINDS
@@ -293,9 +293,30 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
         for agent in info.entry_agents:
             if agent not in exported:
                 problems.append(Problem(where, f"entry agent {agent!r} is not exported in its agents registry"))
+            else:
+                problems += _name_clash(registry, pid, agent)
         if DEFAULT_MODEL not in info.loaders("models"):
             registry.add("models", DEFAULT_MODEL, loader=_host_default(registry), package=pid, source="(built-in)")
     return problems
+
+
+def _origin(entry: Entry) -> str:
+    return f"packed package {entry.package}" if entry.package is not None else f"the project's {entry.source or 'agents'}"
+
+
+def _name_clash(registry: Registry, package: str, agent: str) -> list[Problem]:
+    """A warning when a packed entry agent shares its name with a visible agent of another origin.
+
+    Both stay usable: the project's keeps the bare name and the packed one is addressed as
+    ``package/name`` (over the API, the OpenAI door and the CLI alike).
+    """
+    entries = [e for e in registry.entries("agents") if e.name == agent]
+    mine = next((e for e in entries if e.package == package), None)
+    others = [e for e in entries if e is not mine]
+    if mine is None or not others:
+        return []
+    named = "; ".join(f"{_origin(e)} (called {registry.public_name(e)!r})" for e in [*others, mine])
+    return [Problem(f"package {package}", f"agent name {agent!r} is used more than once: {named}", warning=True)]
 
 
 def load_packages_into(registry: Registry, project_dir: str | Path | None, *, installed: bool = True) -> list[Problem]:

@@ -86,7 +86,8 @@ async def list_agents(request: Request) -> Response:
         agent = await rt.registry.aget("agents", entry.name, entry.package)
         if not agent.primary and not show_all:
             continue
-        agents.append({"name": agent.name, "type": agent.type, "description": agent.description,
+        # a packed agent sharing a project agent's name is listed (and started) as "package/name"
+        agents.append({"name": rt.registry.public_name(entry), "type": agent.type, "description": agent.description,
                        "primary": agent.primary, "package": entry.package,
                        "exposeAsTool": bool(getattr(agent, "expose_as_tool", False))})
     agents.sort(key=lambda a: a["name"])

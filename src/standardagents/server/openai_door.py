@@ -39,11 +39,11 @@ def _text_of(content: Any) -> str | None:
 async def list_models(request: Request) -> Response:
     await authenticate(request)
     rt = server_of(request).runtime
-    data = []
+    data: list[dict[str, Any]] = []
     for entry in rt.registry.entries("agents"):
         agent = await rt.registry.aget("agents", entry.name, entry.package)
         if agent.primary:
-            data.append({"id": agent.name, "object": "model", "created": 0, "owned_by": entry.package or "project"})
+            data.append({"id": rt.registry.public_name(entry), "object": "model", "created": 0, "owned_by": entry.package or "project"})
     data.sort(key=lambda m: m["id"])
     return JSONResponse({"object": "list", "data": data})
 
@@ -85,8 +85,10 @@ async def chat_completions(request: Request) -> Response:
         raise ApiError(422, "field 'thread' must be a thread id string")
     if thread_id:
         thread = await require_thread(request, thread_id, caller)
-        if thread.agent != model:
-            raise ApiError(422, f"thread {thread_id!r} belongs to agent {thread.agent!r}, not {model!r}")
+        owner = rt.registry.find("agents", thread.agent, thread.package)
+        if owner is None or rt.registry.find("agents", model) is not owner:
+            name = rt.registry.public_name(owner) if owner is not None else thread.agent
+            raise ApiError(422, f"thread {thread_id!r} belongs to agent {name!r}, not {model!r}")
     else:
         if not rt.registry.has("agents", model):
             raise ApiError(404, f"unknown model {model!r}: the model is an agent name (see GET /v1/models)",
