@@ -273,3 +273,22 @@ async def test_user_stream_without_token_is_401(live_server: Any) -> None:
     async with httpx.AsyncClient(base_url=live_server.base_url, timeout=20) as c:
         r = await c.get(f"{API}/users/me/stream")
     assert r.status_code == 401
+
+
+async def test_a_client_gone_before_the_stream_body_starts_leaves_no_subscription(app: Any, runtime: Runtime,
+                                                                                    actors: Any) -> None:
+    thread = await runtime.create_thread("helper", user_id=actors.ids["alice"])
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        await never.wait()  # the response never gets to its body
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": f"{API}/threads/{thread.id}/stream", "raw_path": b"",
+             "query_string": b"", "root_path": "", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+             "headers": [(b"authorization", actors.auth("alice")["Authorization"].encode())]}
+    await asyncio.wait_for(app(scope, receive, send), 10)
+    assert not runtime.bus.has_subscribers(thread.id)

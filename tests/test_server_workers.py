@@ -4,6 +4,7 @@ turn whichever worker runs it, and every turn completes with its messages."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -69,61 +71,225 @@ def _stop_server(proc: subprocess.Popen[str]) -> None:
         proc.wait(timeout=10)
 
 
-async def _stream_until_done(client: httpx.AsyncClient, thread_id: str, ready: asyncio.Event) -> list[str]:
-    types: list[str] = []
-    async with client.stream("GET", f"/api/threads/{thread_id}/stream") as response:
-        response.raise_for_status()
-        ready.set()
-        buffer = ""
-        async for text in response.aiter_text():
-            buffer += text
-            while "\n\n" in buffer:
-                frame, buffer = buffer.split("\n\n", 1)
-                data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
-                if data is None:
-                    continue
-                event = json.loads(data)
-                types.append(event["type"])
-                if event["type"] == "done":
-                    return types
-    return types
+WORKER = "x-standardagents-worker"
 
 
-async def test_two_workers_on_postgresql_stream_every_turn_to_any_client(database: str, tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
+async def _wait_ready(client: httpx.AsyncClient) -> None:
+    for _ in range(300):
+        try:
+            if (await client.get("/api/agents")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.1)
+    raise AssertionError("the server did not start")
+
+
+async def _pinned_clients(base_url: str, headers: dict[str, str], count: int) -> list[tuple[str, httpx.AsyncClient]]:
+    """Clients each held on one keep-alive connection, ``count`` per worker (two workers),
+    with the worker pid each one reaches (read from the response header)."""
+    by_worker: dict[str, list[httpx.AsyncClient]] = {}
+    spare: list[httpx.AsyncClient] = []
+    for _ in range(60):
+        client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30,
+                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        pid = (await client.get("/api/agents")).headers[WORKER]
+        group = by_worker.setdefault(pid, [])
+        (group if len(group) < count else spare).append(client)
+        if len(by_worker) == 2 and all(len(g) == count for g in by_worker.values()):
+            break
+    for client in spare:
+        await client.aclose()
+    assert len(by_worker) == 2 and all(len(g) == count for g in by_worker.values()), "did not reach both workers"
+    return [(pid, client) for pid, group in by_worker.items() for client in group]
+
+
+class _Watch:
+    """A thread's SSE stream read in the background; events can be awaited by type."""
+
+    def __init__(self, client: httpx.AsyncClient, thread_id: str) -> None:
+        self.client = client
+        self.thread_id = thread_id
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.worker: str | None = None
+        self._open = asyncio.Event()
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async with self.client.stream("GET", f"/api/threads/{self.thread_id}/stream") as response:
+            response.raise_for_status()
+            self.worker = response.headers[WORKER]
+            self._open.set()
+            buffer = ""
+            async for text in response.aiter_text():
+                buffer += text
+                while "\n\n" in buffer:
+                    frame, buffer = buffer.split("\n\n", 1)
+                    data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
+                    if data is not None:
+                        await self.events.put(json.loads(data))
+
+    async def opened(self) -> str:
+        await asyncio.wait_for(self._open.wait(), 10)
+        assert self.worker is not None
+        return self.worker
+
+    async def until(self, type_: str, **data: Any) -> dict[str, Any]:
+        """The next event of that type whose data has these values (earlier ones are skipped)."""
+        async def find() -> dict[str, Any]:
+            while True:
+                event = await self.events.get()
+                if event["type"] == type_ and all(event["data"].get(k) == v for k, v in data.items()):
+                    return event
+        return await asyncio.wait_for(find(), 20)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._task
+
+
+async def _admin_token(database: str) -> str:
     store = open_store(database)
     await store.open()
     user = await store.create_user("worker-test", is_admin=True)
     _, token = await store.create_api_token(user.id, "tests")
     await store.close()
+    return token
+
+
+async def test_two_workers_on_postgresql_stream_every_turn_to_any_client(database: str, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
+    token = await _admin_token(database)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     proc = _start_server(project, port, database, env)
+    base_url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    clients: list[tuple[str, httpx.AsyncClient]] = []
     try:
-        headers = {"Authorization": f"Bearer {token}"}
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as client:
-            for _ in range(300):
-                try:
-                    if (await client.get("/api/agents")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("the server did not start")
-            for _ in range(8):
-                # separate connections, so the stream and the POST may land on different workers
-                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as watcher:
-                    thread = (await client.post("/api/threads", json={"agent": "assistant"})).json()["id"]
-                    ready = asyncio.Event()
-                    watching = asyncio.create_task(_stream_until_done(watcher, thread, ready))
-                    await asyncio.wait_for(ready.wait(), 10)
-                    sent = await client.post(f"/api/threads/{thread}/messages", json={"content": "What is 2 + 3?"})
-                    assert sent.status_code == 202
-                    types = await asyncio.wait_for(watching, 30)
-                    assert "message_created" in types and types[-1] == "done", types
-                    messages = (await client.get(f"/api/threads/{thread}/messages")).json()["messages"]
-                    assert messages[0]["content"] == "What is 2 + 3?" and messages[-1]["role"] == "assistant"
+        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
+            await _wait_ready(client)
+        clients = await _pinned_clients(base_url, headers, 2)
+        (one, poster_one), (_, watcher_one), (two, poster_two), (_, watcher_two) = clients
+        for round_ in range(4):
+            # the stream on one worker, the message posted to the other (both ways)
+            poster, watcher = (poster_one, watcher_two) if round_ % 2 == 0 else (poster_two, watcher_one)
+            thread = (await poster.post("/api/threads", json={"agent": "assistant"})).json()["id"]
+            watch = _Watch(watcher, thread)
+            try:
+                stream_worker = await watch.opened()
+                sent = await poster.post(f"/api/threads/{thread}/messages", json={"content": "What is 2 + 3?"})
+                assert sent.status_code == 202
+                assert {sent.headers[WORKER], stream_worker} == {one, two}
+                await watch.until("message_created")
+                await watch.until("done", executionId=sent.json()["executionId"])
+            finally:
+                await watch.close()
+            messages = (await poster.get(f"/api/threads/{thread}/messages")).json()["messages"]
+            assert messages[0]["content"] == "What is 2 + 3?" and messages[-1]["role"] == "assistant"
     finally:
+        for _, pinned in clients:
+            await pinned.aclose()
         _stop_server(proc)
+
+
+HOLD_PROJECT = {
+    "agents/agents/holder.py": (
+        "from standardagents import define_agent\n"
+        "holder = define_agent(name='holder', side_a={'prompt': 'holder_prompt'})\n"),
+    "agents/prompts/holder_prompt.py": (
+        "from standardagents import define_prompt\n"
+        "holder_prompt = define_prompt(name='holder_prompt', prompt='x', model='stubbed', tools=['hold'])\n"),
+    "agents/tools/hold.py": (
+        "import asyncio\n"
+        "from standardagents import define_tool\n\n\n"
+        "@define_tool\n"
+        "async def hold() -> str:\n"
+        "    '''Runs until the turn is stopped.'''\n"
+        "    await asyncio.sleep(3600)\n"
+        "    return 'never'\n"),
+}
+
+
+async def test_stop_delete_and_running_work_across_two_workers(database: str, tmp_path: Path) -> None:
+    from standardagents.testing.openai_stub import OpenAIStub, StubReply
+
+    project = tmp_path / "project"
+    for rel, text in HOLD_PROJECT.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+    token = await _admin_token(database)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    clients: list[tuple[str, httpx.AsyncClient]] = []
+    with OpenAIStub() as stub:
+        (project / "agents/models").mkdir(parents=True, exist_ok=True)
+        (project / "agents/models/stubbed.py").write_text(
+            "from standardagents import define_model\n"
+            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
+            " max_retries=0)\n")
+        stub.queue(StubReply(tool_calls=[("hold", "{}")]), "the queued one", StubReply(tool_calls=[("hold", "{}")]))
+        proc = _start_server(project, port, database, env)
+        base_url = f"http://127.0.0.1:{port}"
+        headers = {"Authorization": f"Bearer {token}"}
+        try:
+            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
+                await _wait_ready(client)
+            clients = await _pinned_clients(base_url, headers, 2)
+            (runner_pid, runner), _, (other_pid, other), (_, other_watcher) = clients
+            thread = (await runner.post("/api/threads", json={"agent": "holder"})).json()["id"]
+            watch = _Watch(other_watcher, thread)
+            try:
+                assert await watch.opened() == other_pid
+                sent = await runner.post(f"/api/threads/{thread}/messages", json={"content": "hold on"})
+                assert sent.status_code == 202 and sent.headers[WORKER] == runner_pid
+                first = sent.json()["executionId"]
+                await watch.until("tool_call_started", name="hold")
+                # `running` says the same on both workers
+                seen = await other.get(f"/api/threads/{thread}")
+                assert seen.headers[WORKER] == other_pid and seen.json()["running"] is True
+                listed = (await other.get("/api/threads")).json()["threads"]
+                assert next(t for t in listed if t["id"] == thread)["running"] is True
+                # a message for a thread busy on the other worker is accepted (stored) at once
+                queued = await other.post(f"/api/threads/{thread}/messages", json={"content": "and this"}, timeout=10)
+                assert queued.status_code == 202 and queued.json()["queued"] is True
+                # stop, asked of the worker that does not run the turn
+                stopped = await other.post(f"/api/threads/{thread}/stop")
+                assert stopped.headers[WORKER] == other_pid and stopped.json()["stopped"] is True
+                done = await watch.until("done", executionId=first)
+                assert done["data"]["stopReason"] == "cancelled"
+                # the queued message runs next, under the id its 202 returned
+                await watch.until("done", executionId=queued.json()["executionId"], stopReason="complete")
+            finally:
+                await watch.close()
+            users = [m["content"] for m in (await other.get(f"/api/threads/{thread}/messages")).json()["messages"]
+                     if m["role"] == "user"]
+            assert users == ["hold on", "and this"]
+            assert (await other.get(f"/api/threads/{thread}")).json()["running"] is False
+
+            # DELETE on one worker while the other runs the thread's turn: the turn ends first
+            doomed = (await runner.post("/api/threads", json={"agent": "holder"})).json()["id"]
+            watch = _Watch(other_watcher, doomed)
+            try:
+                await watch.opened()
+                sent = await runner.post(f"/api/threads/{doomed}/messages", json={"content": "hold on"})
+                await watch.until("tool_call_started", name="hold")
+                deleted = await other.delete(f"/api/threads/{doomed}")
+                assert deleted.status_code == 204 and deleted.headers[WORKER] == other_pid
+                await watch.until("done", executionId=sent.json()["executionId"])
+            finally:
+                await watch.close()
+            assert (await runner.get(f"/api/threads/{doomed}")).status_code == 404
+            conn = await asyncpg.connect(asyncpg_dsn(database))
+            try:
+                for table in ("messages", "executions", "tool_results"):
+                    count = await conn.fetchval(f"SELECT count(*) FROM {table} WHERE thread_id = $1", doomed)
+                    assert count == 0, table
+            finally:
+                await conn.close()
+        finally:
+            for _, pinned in clients:
+                await pinned.aclose()
+            _stop_server(proc)

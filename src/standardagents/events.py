@@ -29,6 +29,8 @@ EVENT_TYPES = (
     "error",
     "log",
     "execution_started",
+    "message_queued",
+    "stop_requested",
     "done",
     "lagged",
 )
@@ -126,6 +128,14 @@ class EventBus:
     def add_listener(self, fn: Any) -> None:
         """A synchronous callable receiving every event (used for cross-process relays)."""
         self._listeners.append(fn)
+
+    def remove_listener(self, fn: Any) -> bool:
+        """Stop calling a listener added with :meth:`add_listener`; False when it was not there."""
+        try:
+            self._listeners.remove(fn)
+        except ValueError:
+            return False
+        return True
 
     def _remove(self, sub: Subscription) -> None:
         subs = self._subs.get(sub.thread_id)

@@ -151,8 +151,7 @@ class PostgresRelay:
         the connection is up)."""
         if self._task is None:
             return
-        with contextlib.suppress(ValueError):
-            self.bus._listeners.remove(self._on_local)
+        self.bus.remove_listener(self._on_local)
         self._closing = True
         self._wake.set()
         task, self._task = self._task, None

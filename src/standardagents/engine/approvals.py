@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
 from ..exceptions import StandardAgentsError
-from ..records import ExecutionRecord, ThreadRecord, now_ms
+from ..records import ExecutionRecord, ThreadRecord, new_id, now_ms
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
@@ -38,17 +38,25 @@ class ApprovalError(StandardAgentsError):
 
 async def signing_secret(store: Store) -> str:
     """The secret tokens are signed with: ``STANDARDAGENTS_SECRET``, else one kept in the store
-    (created once), so tokens survive restarts and verify on every worker."""
+    (created once), so tokens survive restarts and verify on every worker.
+
+    It lives in the runtime's ``system`` env scope, which tools cannot read or write (they
+    see the thread, user and instance scopes); a secret an older version kept in the
+    ``instance`` scope is moved there, so tokens already handed out stay valid."""
     env = os.environ.get("STANDARDAGENTS_SECRET")
     if env:
         return env
-    value = await store.get_env("instance", "", _SECRET_KEY)
+    value = await store.get_env("system", "", _SECRET_KEY)
     if isinstance(value, str) and value:
         return value
-    value = secrets.token_urlsafe(32)
-    await store.set_env("instance", "", _SECRET_KEY, value)
-    stored = await store.get_env("instance", "", _SECRET_KEY)
-    return stored if isinstance(stored, str) and stored else value
+    legacy = await store.get_env("instance", "", _SECRET_KEY)
+    candidate = legacy if isinstance(legacy, str) and legacy else secrets.token_urlsafe(32)
+    # of concurrent first callers (several workers), one writes; all read the winner back
+    await store.claim_env("system", "", _SECRET_KEY, candidate, now_ms())
+    stored = await store.get_env("system", "", _SECRET_KEY)
+    if legacy is not None:
+        await store.delete_env("instance", "", _SECRET_KEY)
+    return stored if isinstance(stored, str) and stored else candidate
 
 
 def make_token(secret: str, *, thread_id: str, execution_id: str, call_id: str) -> str:
@@ -96,7 +104,9 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
     data = read_token(await signing_secret(rt.store), token)
     if thread_id is not None and data["thread_id"] != thread_id:
         raise ApprovalError("this approval token belongs to another thread")
-    async with rt._lock(data["thread_id"]):
+    # A compare-and-set on the stored record: of concurrent deciders (a double click, two
+    # workers, a CLI), exactly one records each decision and exactly one resumes.
+    for _attempt in range(50):
         record = await rt.store.get_execution(data["execution_id"])
         if record is None or record.status != "waiting":
             raise ApprovalError("this approval is stale: the execution is no longer waiting")
@@ -105,12 +115,19 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
         if data["call_id"] not in pending or data["call_id"] in decisions:
             raise ApprovalError("this approval is stale: the call was already decided")
         decisions[data["call_id"]] = {"approved": bool(approved), "reason": reason}
+        seen_at = record.updated_at
         record.state = {**record.state, "decisions": decisions}
         complete = pending <= set(decisions)
         if complete:
             record.status = "running"
-        record.updated_at = now_ms()
-        await rt.store.save_execution(record)
+            # the resume checks this mark under the thread's claim before running anything
+            record.state["owner"] = rt.owner
+            record.state["resumeBy"] = new_id("res_")
+        record.updated_at = max(now_ms(), seen_at + 1)
+        if await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen_at):
+            break
+    else:
+        raise ApprovalError("the decision could not be recorded: the execution kept changing; try again")
     rt.bus.emit("approval.decided", data["thread_id"], {"id": data["call_id"], "approved": bool(approved),
                                                           "executionId": record.id, "reason": reason})
     if not complete:
@@ -123,10 +140,20 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
 async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
     """Continue a paused execution (lock held): the same record, its counters restored."""
     from .compaction import place_summaries
-    from .loop import Execution
+    from .loop import Execution, ExecutionResult
     from .state import ExecutionState, ThreadState
 
-    saved = record.state
+    # Read the record again under the claim: only the decision that set this mark resumes,
+    # and only while the record still says so (not after a recovery or another resume).
+    fresh = await rt.store.get_execution(record.id)
+    mark = record.state.get("resumeBy")
+    if fresh is None or fresh.status != "running" or mark is None or fresh.state.get("resumeBy") != mark:
+        rt.bus.emit("done", thread.id, {"stopReason": "cancelled", "executionId": record.id, "outcome": "stale",
+                                        "error": "this execution was already resumed or settled elsewhere"})
+        return ExecutionResult(thread.id, record.id, "cancelled", "stale",
+                               error="this execution was already resumed or settled elsewhere")
+    record = fresh
+    saved = {k: v for k, v in record.state.items() if k != "resumeBy"}
     ex = ExecutionState(id=record.id, side=record.side, step_count=record.step_count)
     ex.side_steps.update(saved.get("sideSteps", {}))
     ex.session_turns = int(saved.get("sessionTurns", 0))

@@ -22,9 +22,23 @@ from .state import ThreadState
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["beat", "claim_thread", "heartbeat", "recover", "release_thread"]
+__all__ = ["LIVE_OWNERS", "beat", "claim_thread", "heartbeat", "recover", "release_thread", "try_claim"]
 
 log = logging.getLogger("standardagents.recovery")
+
+#: the owner ids of the runtimes open in this process (an owner id naming this host and this
+#: pid but missing here belonged to an earlier process that had the same pid)
+LIVE_OWNERS: set[str] = set()
+
+
+async def try_claim(rt: Runtime, thread_id: str) -> bool:
+    """Claim the thread if no live process holds it (no waiting); True when claimed."""
+    now = now_ms()
+    if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now,
+                                stale_before=now - int(rt.execution_lease * 1000)):
+        rt._claimed.add(thread_id)
+        return True
+    return False
 
 
 async def claim_thread(rt: Runtime, thread_id: str) -> None:
@@ -32,12 +46,8 @@ async def claim_thread(rt: Runtime, thread_id: str) -> None:
     while a live process runs one of its executions; a claim not refreshed within the
     lease belonged to a process that is gone and is taken over."""
     delay = 0.01
-    value = {"owner": rt.owner}
     while True:
-        now = now_ms()
-        if await rt.store.claim_env("lock", "", thread_id, value, now,
-                                      stale_before=now - int(rt.execution_lease * 1000)):
-            rt._claimed.add(thread_id)
+        if await try_claim(rt, thread_id):
             return
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.5)
@@ -82,13 +92,7 @@ async def recover(rt: Runtime) -> list[str]:
     settled: list[str] = []
     for record in await rt.store.list_executions(status="running"):
         owner = str(record.state.get("owner", ""))
-        owner_host, _, pid = owner.rpartition(":")
-        if owner == rt.owner or record.id in mine:
-            continue
-        if owner_host == host and pid.isdigit():
-            if _alive(int(pid)):
-                continue
-        elif record.updated_at >= stale_before:
+        if record.id in mine or not _gone(rt, owner, host, fresh=record.updated_at >= stale_before):
             continue
         record.status = "interrupted"
         record.stop_reason = "interrupted"
@@ -107,11 +111,37 @@ async def recover(rt: Runtime) -> list[str]:
         log.warning("recovered execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
     for _scope_id, locked_thread, entry in await rt.store.list_scope("lock"):
         owner = str(entry.get("owner", "")) if isinstance(entry, dict) else ""
-        owner_host, _, pid = owner.rpartition(":")
-        if owner != rt.owner and owner_host == host and pid.isdigit() and not _alive(int(pid)):
+        # a claim is refreshed while its process lives; a stale one is taken over by the next
+        # claim anyway, so only claims of certainly gone processes are removed here
+        if _gone(rt, owner, host, fresh=True):
             await rt.store.delete_env("lock", "", locked_thread)
     await _recover_inbox(rt, host, stale_before)
     return settled
+
+
+def _parse_owner(owner: str) -> tuple[str, int | None]:
+    """``(host, pid)`` of an owner id (``host:pid:nonce``, or ``host:pid`` from older versions)."""
+    head, _, last = owner.rpartition(":")
+    if last.isdigit():
+        return head, int(last)
+    host, _, pid = head.rpartition(":")
+    return host, int(pid) if pid.isdigit() else None
+
+
+def _gone(rt: Runtime, owner: str, host: str, *, fresh: bool) -> bool:
+    """Whether the runtime named ``owner`` is gone. ``fresh``: its heartbeat is recent.
+
+    A live pid is only a hint (pids are reused, and a restarted container's process often
+    has its predecessor's pid): on this host, an owner naming this very process is alive
+    only while it is one of the runtimes open here; another live pid is trusted until its
+    heartbeat goes stale. Other hosts are judged by the heartbeat alone."""
+    if owner == rt.owner or owner in LIVE_OWNERS:
+        return False
+    owner_host, pid = _parse_owner(owner)
+    if owner_host == host and pid is not None:
+        if pid == os.getpid() or not _alive(pid):
+            return True
+    return not fresh
 
 
 async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
@@ -120,13 +150,7 @@ async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
         if not isinstance(entry, dict):
             continue
         owner = str(entry.get("owner", ""))
-        owner_host, _, pid = owner.rpartition(":")
-        if owner == rt.owner:
-            continue
-        if owner_host == host and pid.isdigit():
-            if _alive(int(pid)):
-                continue
-        elif int(entry.get("queuedAt", 0)) >= stale_before:
+        if not _gone(rt, owner, host, fresh=int(entry.get("queuedAt", 0)) >= stale_before):
             continue
         try:
             await rt.store.get_message(message_id)
@@ -142,13 +166,13 @@ async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
         await rt.store.set_env("inbox", thread_id, message_id, {**entry, "owner": rt.owner})
         log.warning("sending message %s of thread %s again (it was queued by %s, which is gone)",
                     message_id, thread_id, owner)
-        rt._track(rt._execute(thread, agent, message, entry.get("startSide", "a"), queued=True), thread_id)
+        # the same execution id its sender was given when the message was accepted
+        rt._track(rt._execute(thread, agent, message, entry.get("startSide", "a"), entry.get("executionId"),
+                              queued=True), thread_id)
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process of this host still runs."""
-    if pid == os.getpid():
-        return True
+    """Whether a process of this host with this pid runs (not necessarily the same one)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

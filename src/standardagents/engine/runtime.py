@@ -7,8 +7,10 @@ One execution runs per thread at a time; a message sent meanwhile waits its turn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import secrets
 import socket
 import sys
 from collections.abc import Awaitable, Callable
@@ -129,13 +131,13 @@ class Runtime:
         self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._executions: dict[str, Execution] = {}
         self._closed = False
-        #: who runs this runtime's executions (host and process), for crash recovery
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        #: who runs this runtime's executions, for crash recovery: host, process and a
+        #: per-incarnation nonce (a restarted container often has the same host and pid)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+        recovery.LIVE_OWNERS.add(self.owner)
         #: seconds without a heartbeat after which another host's running execution counts as dead
         self.execution_lease = 120.0
         self._heartbeat_task: asyncio.Task[None] | None = None
-        #: threads created here that have no messages yet (their history need not be read)
-        self._fresh: set[str] = set()
         #: tools queued on an idle thread, run first by the execution with that id
         self._queued_first: dict[str, list[tuple[str, dict[str, Any]]]] = {}
 
@@ -169,25 +171,20 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
+        recovery.LIVE_OWNERS.discard(self.owner)
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
-        for task in [*self._running.values(), *self._tasks, *self._background]:
+        tasks = {*self._running.values(), *self._tasks, *self._background}
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            try:
-                await task
-            except BaseException:
-                pass
-        for task in list(self._background):
-            try:
-                await task
-            except BaseException:
-                pass
-        for task in list(self._running.values()):
-            try:
-                await task
-            except BaseException:
-                pass
+        interrupted = False
+        try:
+            # asyncio.wait, not await: a cancellation of the caller stays the caller's
+            await _ended(tasks)
+        except asyncio.CancelledError:
+            interrupted = True
+        for thread_id in list(self._claimed):
+            await recovery.release_thread(self, thread_id)
         if self._capabilities_file is not None:
             try:
                 self._capabilities_file.parent.mkdir(parents=True, exist_ok=True)
@@ -205,6 +202,8 @@ class Runtime:
             except Exception:
                 log.exception("closing a provider failed")
         await self.store.close()
+        if interrupted:
+            raise asyncio.CancelledError
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -455,9 +454,6 @@ class Runtime:
         state._hooks = hooks
         if hooks.has("after_thread_created"):
             await hooks.notify("after_thread_created", state)
-        if len(self._fresh) > 10_000:
-            self._fresh.clear()
-        self._fresh.add(thread.id)
         return thread
 
     async def _prompt_for(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> PromptDefinition | None:
@@ -697,13 +693,24 @@ class Runtime:
         if content is not None or parts or attachments:
             message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
                               attachments=list(attachments or []), side=side, metadata=dict(metadata or {}), silent=silent)
-        queued = message is not None and self._pending.get(thread.id, 0) > 0
-        if queued:
-            assert message is not None
-            # the thread is busy: the message waits in the store, so a restart does not lose it
-            await self.store.set_env("inbox", thread.id, message.id, {
-                "owner": self.owner, "queuedAt": now_ms(), "startSide": start_side, "message": message.to_dict()})
-        return self._track(self._execute(thread, agent, message, start_side, execution_id, queued=queued), thread.id)
+        claimed = queued = False
+        if message is not None:
+            # Claim the thread now when it is free; when it is busy (here or in another
+            # process) the message is stored in the inbox before anything waits, so a crash
+            # or a shutdown meanwhile loses nothing and the caller need not wait for the turn.
+            if self._pending.get(thread.id, 0) > 0:
+                queued = True
+            else:
+                claimed = await recovery.try_claim(self, thread.id)
+                queued = not claimed
+            if queued:
+                execution_id = execution_id or new_id("exe_")
+                await self.store.set_env("inbox", thread.id, message.id, {
+                    "owner": self.owner, "queuedAt": now_ms(), "startSide": start_side, "executionId": execution_id,
+                    "message": message.to_dict()})
+                self.bus.emit("message_queued", thread.id, {"executionId": execution_id, "messageId": message.id})
+        return self._track(self._execute(thread, agent, message, start_side, execution_id, queued=queued,
+                                         claimed=claimed), thread.id)
 
     def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
         """Run an execution task, counted as pending on its thread until it ends."""
@@ -729,19 +736,44 @@ class Runtime:
 
     async def _execute(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                        start_side: Literal["a", "b"], execution_id: str | None = None,
-                       resume: ExecutionRecord | None = None, queued: bool = False) -> ExecutionResult:
+                       resume: ExecutionRecord | None = None, queued: bool = False,
+                       claimed: bool = False) -> ExecutionResult:
         async with self._lock(thread.id):
-            await self._claim_thread(thread.id)
+            if not claimed:
+                await self._claim_thread(thread.id)
             try:
+                if queued:
+                    # the thread may have changed while the message waited: deleted, or handed
+                    # to another agent (the new agent answers)
+                    current = await self.store.get_thread(thread.id)
+                    if current is None:
+                        return await self._drop_queued(thread, message, execution_id)
+                    if (current.agent, current.package) != (thread.agent, thread.package):
+                        agent = await self.agent(current.agent, current.package)
+                    thread = current
                 return await self._execute_locked(thread, agent, message, start_side, execution_id, resume, queued)
             finally:
                 await self._release_thread(thread.id)
+
+    async def _drop_queued(self, thread: ThreadRecord, message: Message | None,
+                           execution_id: str | None) -> ExecutionResult:
+        """A queued message whose thread was deleted while it waited: nothing is written."""
+        execution_id = execution_id or new_id("exe_")
+        if message is not None:
+            await self.store.delete_env("inbox", thread.id, message.id)
+        error = "the thread was deleted before this message's turn"
+        self.bus.emit("done", thread.id, {"stopReason": "cancelled", "executionId": execution_id,
+                                          "outcome": "thread_deleted", "error": error})
+        return ExecutionResult(thread.id, execution_id, "cancelled", "thread_deleted", error=error)
 
     async def _execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                               start_side: Literal["a", "b"], execution_id: str | None,
                               resume: ExecutionRecord | None, queued: bool) -> ExecutionResult:
         if resume is not None:
-            return await self._resume(thread, agent, resume)
+            try:
+                return await self._resume(thread, agent, resume)
+            except Exception as exc:
+                return await self._failed_before_run(thread, resume, message, queued, exc)
         record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": self.owner})
         if execution_id:
             record.id = execution_id
@@ -754,11 +786,7 @@ class Runtime:
         self._executions[thread.id] = execution
         self._beat()
         try:
-            if thread.id in self._fresh:
-                self._fresh.discard(thread.id)
-                ex.message_history = []
-            else:
-                ex.message_history = place_summaries(await self.store.list_messages(thread.id))
+            ex.message_history = place_summaries(await self.store.list_messages(thread.id))
             if _has_unanswered_calls(ex.message_history):
                 for waiting in await self.store.list_executions(thread_id=thread.id, status="waiting"):
                     # a new message moves the conversation on: pending approvals lapse
@@ -783,12 +811,10 @@ class Runtime:
             self._running.pop(thread.id, None)
             self._executions.pop(thread.id, None)
             raise
-        except StandardAgentsError as exc:
+        except Exception as exc:  # any failure before the loop (a definition, a lazy import, the store)
             self._running.pop(thread.id, None)
             self._executions.pop(thread.id, None)
-            self.bus.emit("error", thread.id, {"message": str(exc), "code": "error"})
-            self.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": str(exc)})
-            return ExecutionResult(thread.id, record.id, "error", "error", error=str(exc))
+            return await self._failed_before_run(thread, record, message, queued, exc)
         try:
             result = await execution.run()
         finally:
@@ -804,6 +830,29 @@ class Runtime:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         return result
+
+    async def _failed_before_run(self, thread: ThreadRecord, record: ExecutionRecord, message: Message | None,
+                                 queued: bool, exc: Exception) -> ExecutionResult:
+        """End an execution that failed before its loop ran: the record settled as an error
+        and exactly one ``done``, so no client or heartbeat thinks it still runs."""
+        error = str(exc) if isinstance(exc, StandardAgentsError) else f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, StandardAgentsError):
+            log.exception("execution %s of thread %s failed before it started", record.id, thread.id)
+        self._running.pop(thread.id, None)
+        self._executions.pop(thread.id, None)
+        record.status = record.stop_reason = "error"
+        record.error = error
+        record.updated_at = now_ms()
+        try:
+            await asyncio.shield(self.store.save_execution(record))
+            if queued and message is not None:
+                # it would fail the same way after a restart: the error is its answer
+                await asyncio.shield(self.store.delete_env("inbox", thread.id, message.id))
+        except Exception:
+            log.exception("could not settle execution %s", record.id)
+        self.bus.emit("error", thread.id, {"message": error, "code": "error"})
+        self.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": error})
+        return ExecutionResult(thread.id, record.id, "error", "error", error=error)
 
     async def _title(self, thread: ThreadRecord, agent: AgentDefinition, message: Message, reply: str | None) -> None:
         """Give an untitled thread a short title written by its agent's model (a side task)."""
@@ -854,19 +903,52 @@ class Runtime:
     async def _resume(self, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
         return await approvals.resume(self, thread, agent, record)
 
-    async def stop(self, thread_id: str) -> bool:
-        """Cancel the running execution of a thread; True when one was running."""
+    async def stop(self, thread_id: str, *, timeout: float = 10.0) -> bool:  # noqa: ASYNC109 - a bounded wait
+        """Cancel the running execution of a thread, here or in another process sharing the
+        store; True when one was running and has ended.
+
+        Another process is asked through the event bus (carried between workers by the
+        PostgreSQL relay) and this waits up to ``timeout`` seconds for its ``done``."""
         task = self._running.get(thread_id)
-        if task is None:
+        if task is not None:
+            task.cancel()
+            # asyncio.wait, not await: a cancellation of the caller stays the caller's
+            await _ended({task})
+            return True
+        holder = await self.store.get_env("lock", "", thread_id)
+        owner = holder.get("owner") if isinstance(holder, dict) else None
+        if owner is None or owner == self.owner:
             return False
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            pass
-        return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        with self.bus.subscribe(thread_id) as sub:
+            self.bus.emit("stop_requested", thread_id, {"owner": owner})
+            # ended once that process no longer holds the thread (its claim goes right after
+            # its ``done``); the thread's events wake this up, a slow poll covers their absence
+            while (left := deadline - loop.time()) > 0:
+                holder = await self.store.get_env("lock", "", thread_id)
+                if not (isinstance(holder, dict) and holder.get("owner") == owner):
+                    return True
+                with contextlib.suppress(TimeoutError):
+                    await sub.get(timeout=min(left, 0.25))
+        return False
+
+    def on_bus_event(self, event: Any) -> None:
+        """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a
+        thread this process runs cancels that execution."""
+        if event.type == "stop_requested" and event.data.get("owner") == self.owner:
+            task = self._running.get(event.thread_id)
+            if task is not None:
+                task.cancel()
+
+    async def running_threads(self, thread_ids: list[str]) -> set[str]:
+        """Which of these threads run an execution now, in this process or another one
+        sharing the store (a thread is claimed in the store while it runs)."""
+        running = {t for t in thread_ids if t in self._running}
+        if len(running) < len(thread_ids):
+            wanted = set(thread_ids)
+            running.update(key for _scope_id, key, _value in await self.store.list_scope("lock") if key in wanted)
+        return running
 
     def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
         return self.bus.subscribe(thread_id, reasoning=reasoning, maxsize=maxsize)
@@ -888,6 +970,16 @@ class Runtime:
                 await rt.aclose()
 
         return asyncio.run(main())
+
+
+async def _ended(tasks: set[asyncio.Task[Any]]) -> None:
+    """Wait until tasks have ended without passing the caller's cancellation on to them, and
+    consume their outcomes."""
+    if tasks:
+        await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()
 
 
 def _has_unanswered_calls(history: list[Message]) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..exceptions import StandardAgentsError
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult, check_regex
 from ..records import LogRecord, Message, ThreadRecord, ToolResult
 
@@ -216,6 +217,10 @@ class ThreadState:
         return default if value is None else value
 
     async def set_env(self, key: str, value: Any, *, scope: str = "thread") -> None:
+        """Write an env value in the ``thread``, ``user`` or ``instance`` scope (the runtime's
+        own scopes are not writable from here)."""
+        if scope not in ("thread", "user", "instance"):
+            raise StandardAgentsError(f"set_env: unknown scope {scope!r}; use thread, user or instance")
         scope_id = self.thread.id if scope == "thread" else (self.thread.user_id or "") if scope == "user" else ""
         await self.runtime.store.set_env(scope, scope_id, key, value)
 

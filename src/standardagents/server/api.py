@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import mimetypes
+import os
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..files import check_regex
 from ..records import FileRecord, ThreadRecord, new_id
@@ -32,9 +34,33 @@ from .streams import (
     user_ws,
 )
 
-__all__ = ["api_routes", "file_dict", "thread_dict"]
+__all__ = ["WORKER_HEADER", "WorkerHeaderMiddleware", "api_routes", "file_dict", "thread_dict"]
+
+#: names the server process that answered (several workers share one port)
+WORKER_HEADER = "X-Standardagents-Worker"
 
 _MAX_LIMIT = 500
+
+
+class WorkerHeaderMiddleware:
+    """Adds :data:`WORKER_HEADER` (the worker's pid) to every HTTP response, so a client or
+    an operator can tell which of several workers answered."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.value = str(os.getpid()).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (WORKER_HEADER.lower().encode(), self.value)]
+            await send(message)
+
+        await self.app(scope, receive, tagged)
 
 
 def thread_dict(thread: ThreadRecord, running: bool | None = None) -> dict[str, Any]:
@@ -135,21 +161,27 @@ async def list_threads(request: Request) -> Response:
         user = caller.id
     threads = await rt.store.list_threads(agent=request.query_params.get("agent") or None, user_id=user,
                                           limit=limit, offset=offset)
-    return JSONResponse({"threads": [thread_dict(t, rt.is_running(t.id)) for t in threads],
+    running = await rt.running_threads([t.id for t in threads])
+    return JSONResponse({"threads": [thread_dict(t, t.id in running) for t in threads],
                          "limit": limit, "offset": offset})
 
 
 async def get_thread(request: Request) -> Response:
     caller = await authenticate(request)
     thread = await require_thread(request, request.path_params["thread_id"], caller)
-    return JSONResponse(thread_dict(thread, server_of(request).runtime.is_running(thread.id)))
+    running = await server_of(request).runtime.running_threads([thread.id])
+    return JSONResponse(thread_dict(thread, thread.id in running))
 
 
 async def delete_thread(request: Request) -> Response:
     caller = await authenticate(request)
     thread = await require_thread(request, request.path_params["thread_id"], caller)
     rt = server_of(request).runtime
+    # a running turn (on this worker or another) is stopped first, so nothing writes into
+    # the deleted thread; one that does not stop in time refuses the delete
     await rt.stop(thread.id)
+    if await rt.running_threads([thread.id]):
+        raise ApiError(409, f"thread {thread.id} is running a turn that did not stop; try again", code="thread_busy")
     await rt.store.delete_thread(thread.id)
     return Response(status_code=204)
 
@@ -202,9 +234,10 @@ def _keep(request: Request, task: asyncio.Task[Any]) -> None:
     task.add_done_callback(finished)
 
 
-async def _until_started(sub: Any, task: asyncio.Task[Any], execution_id: str) -> None:
-    """Wait until the execution has stored the message and started (or ended early), so a 202
-    is only answered once the message is durable."""
+async def _until_started(sub: Any, task: asyncio.Task[Any], execution_id: str) -> bool:
+    """Wait until the message is durable: its execution stored it and started (or ended
+    early), or it was stored in the thread's inbox behind a busy turn (here or on another
+    worker; True: queued). A 202 never waits for another turn to end."""
     while not task.done():
         getter = asyncio.ensure_future(sub.queue.get())
         done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
@@ -212,10 +245,15 @@ async def _until_started(sub: Any, task: asyncio.Task[Any], execution_id: str) -
             getter.cancel()
             with contextlib.suppress(BaseException):
                 await getter
-            return
+            return False
         event = getter.result()
-        if event.type in ("execution_started", "done") and event.data.get("executionId") == execution_id:
-            return
+        if event.data.get("executionId") != execution_id:
+            continue
+        if event.type == "message_queued":
+            return True
+        if event.type in ("execution_started", "done"):
+            return False
+    return False
 
 
 async def send_message(request: Request) -> Response:
@@ -240,7 +278,6 @@ async def send_message(request: Request) -> Response:
     from .streams import wants_reasoning
 
     sub = rt.subscribe(thread.id, reasoning=wants_reasoning(request), maxsize=server.stream_buffer)
-    queued = rt.is_running(thread.id)
     try:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
                               metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id)
@@ -253,10 +290,11 @@ async def send_message(request: Request) -> Response:
             async for event in turn_events(sub, task, rt, thread.id, execution_id):
                 yield sse_encode(event)
 
-        return sse_response(frames(), headers={"X-Thread-Id": thread.id})
-    if not queued:
-        await _until_started(sub, task, execution_id)
-    sub.close()
+        return sse_response(frames(), headers={"X-Thread-Id": thread.id}, on_close=sub.close)
+    try:
+        queued = await _until_started(sub, task, execution_id)
+    finally:
+        sub.close()
     prefix = server.prefix
     return JSONResponse({"threadId": thread.id, "executionId": execution_id, "queued": queued, "status": "accepted"},
                         status_code=202, headers={"Location": f"{prefix}/threads/{thread.id}/stream"})
@@ -265,6 +303,7 @@ async def send_message(request: Request) -> Response:
 async def stop_thread(request: Request) -> Response:
     caller = await authenticate(request)
     thread = await require_thread(request, request.path_params["thread_id"], caller)
+    # the turn may run on another worker: it is asked through the store's relay
     stopped = await server_of(request).runtime.stop(thread.id)
     return JSONResponse({"threadId": thread.id, "stopped": stopped})
 

@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..engine.runtime import Runtime
 from ..relay import relay_for_store
-from .api import api_routes
+from .api import WorkerHeaderMiddleware, api_routes
 from .endpoints import EndpointTable, dispatch_controller, dispatch_thread_endpoint
 from .errors import BodyLimitMiddleware, ErrorMiddleware, http_exception_handler
 from .openai_door import openai_routes
@@ -92,6 +92,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             if relay is not None:
                 await relay.start()
                 app.state.server.extra["relay"] = relay
+                # a stop asked on another worker reaches the turn running here
+                rt.bus.add_listener(rt.on_bus_event)
             yield
         finally:
             if watcher is not None:
@@ -99,6 +101,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
                 with contextlib.suppress(asyncio.CancelledError):
                     await watcher
             if relay is not None:
+                rt.bus.remove_listener(rt.on_bus_event)
                 await relay.aclose()
             await scheduler.stop()
             for task in list(app.state.server.extra.get("tasks", ())):
@@ -108,7 +111,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
 
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(ErrorMiddleware), Middleware(BodyLimitMiddleware, max_body=max_body)],
+        middleware=[Middleware(WorkerHeaderMiddleware), Middleware(ErrorMiddleware),
+                    Middleware(BodyLimitMiddleware, max_body=max_body)],
         exception_handlers={HTTPException: http_exception_handler},
         lifespan=lifespan,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import HTTPConnection, Request
@@ -55,10 +55,33 @@ def sse_encode(event: Event) -> bytes:
     return f"id: {event.id}\nevent: {event.type}\ndata: {payload}\n\n".encode()
 
 
-def sse_response(frames: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> Response:
+class _ClosingStream(StreamingResponse):
+    """A streaming response that runs ``on_close`` however it ends, also when the client is
+    gone before the body started (the body's own ``finally`` never runs then)."""
+
+    def __init__(self, content: AsyncIterator[bytes], on_close: Callable[[], None] | None, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._on_close = on_close
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(BaseException):
+                    await aclose()
+
+
+def sse_response(frames: AsyncIterator[bytes], headers: dict[str, str] | None = None,
+                 on_close: Callable[[], None] | None = None) -> Response:
+    """An SSE response; ``on_close`` runs when it ends, whatever the client did (close a
+    subscription there, so a client leaving early leaks nothing)."""
     base = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     base.update(headers or {})
-    return StreamingResponse(frames, media_type="text/event-stream", headers=base)
+    return _ClosingStream(frames, on_close, media_type="text/event-stream", headers=base)
 
 
 async def _events(sub: Subscription, *, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[Event | None]:
@@ -92,7 +115,7 @@ async def thread_stream(request: Request) -> Response:
     server = server_of(request)
     reasoning = wants_reasoning(request)
     sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
-    return sse_response(_sse_frames(sub, sse_encode(_hello(thread_id, reasoning))))
+    return sse_response(_sse_frames(sub, sse_encode(_hello(thread_id, reasoning))), on_close=sub.close)
 
 
 async def _ws_pump(websocket: WebSocket, source: AsyncIterator[Event | None]) -> None:

@@ -170,7 +170,7 @@ def delete_thread(conn: Connection, thread_id: str) -> bool:
     for table in (messages, tool_results, executions, logs, thread_files, scheduled_effects):
         conn.execute(delete(table).where(table.c.thread_id == thread_id))
     conn.execute(delete(env_values).where(
-        and_(env_values.c.scope == "thread", env_values.c.scope_id == thread_id)))
+        and_(env_values.c.scope.in_(("thread", "inbox")), env_values.c.scope_id == thread_id)))
     conn.execute(delete(subagents).where(or_(
         subagents.c.parent_thread_id == thread_id, subagents.c.child_thread_id == thread_id)))
     return conn.execute(delete(threads).where(threads.c.id == thread_id)).rowcount > 0
@@ -384,6 +384,17 @@ def save_execution(conn: Connection, execution: ExecutionRecord) -> None:
     conn.execute(UPSERT_EXEC[_dialect(conn)], execution_params(execution))
 
 
+def replace_execution(conn: Connection, execution: ExecutionRecord, expected_status: str, expected_updated_at: int) -> bool:
+    """Write ``execution`` only if its stored row still has ``expected_status`` and
+    ``expected_updated_at`` (a compare-and-set: of concurrent writers, exactly one wins)."""
+    e = executions.c
+    params = execution_params(execution)
+    values = {k: v for k, v in params.items() if k not in ("id", "thread_id", "created_at")}
+    result = conn.execute(update(executions).where(e.id == execution.id, e.status == expected_status,
+                                                   e.updated_at == expected_updated_at).values(**values))
+    return bool(result.rowcount == 1)
+
+
 def touch_executions(conn: Connection, execution_ids: list[str], now: int) -> int:
     """Refresh ``updated_at`` of executions still running (a heartbeat); ended ones are left alone."""
     if not execution_ids:
@@ -504,8 +515,10 @@ _UPSERT_ENV = _upsert(env_values, ["scope", "scope_id", "key"], ["value", "updat
 _ENV_SCOPE = and_(env_values.c.scope == bindparam("scope"), env_values.c.scope_id == bindparam("scope_id"))
 _ENV_KEY = and_(_ENV_SCOPE, env_values.c.key == bindparam("key"))
 #: "inbox" holds messages sent to a busy thread until their turn starts (scope id: the thread);
-#: "lock" holds which process runs a thread's execution (key: the thread)
-ENV_SCOPES = ("thread", "user", "instance", "inbox", "lock")
+#: "lock" holds which process runs a thread's execution (key: the thread);
+#: "system" holds the runtime's own values (the approval signing secret), out of reach of
+#: tools, which read and write only the thread, user and instance scopes
+ENV_SCOPES = ("thread", "user", "instance", "inbox", "lock", "system")
 _INSERT_ENV_IF_ABSENT = {name: mod.insert(env_values).on_conflict_do_nothing(
     index_elements=[env_values.c.scope, env_values.c.scope_id, env_values.c.key])
     for name, mod in (("sqlite", sqlite_dialect), ("postgresql", pg_dialect))}

@@ -335,6 +335,10 @@ class SQLStore:
     async def save_execution(self, execution: ExecutionRecord) -> None:
         await self._run(ops.save_execution, execution)
 
+    async def replace_execution(self, execution: ExecutionRecord, *, expected_status: str,
+                                expected_updated_at: int) -> bool:
+        return await self._run(ops.replace_execution, execution, expected_status, expected_updated_at)
+
     async def claim_env(self, scope: str, scope_id: str, key: str, value: Any, now: int,
                         stale_before: int | None = None) -> bool:
         if self.dialect == "sqlite":  # taken around every execution: straight on the cursor
