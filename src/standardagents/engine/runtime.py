@@ -748,6 +748,11 @@ class Runtime:
                     current = await self.store.get_thread(thread.id)
                     if current is None:
                         return await self._drop_queued(thread, message, execution_id)
+                    entry = await self.store.get_env("inbox", thread.id, message.id) if message is not None else {}
+                    if not isinstance(entry, dict) or entry.get("owner", self.owner) != self.owner:
+                        # another process took the message over (it thought this one gone)
+                        # and delivers it: that delivery is the message's turn
+                        return ExecutionResult(thread.id, execution_id or "", "cancelled", "delivered_elsewhere")
                     if (current.agent, current.package) != (thread.agent, thread.package):
                         agent = await self.agent(current.agent, current.package)
                     thread = current
