@@ -85,23 +85,66 @@ async def _wait_ready(client: httpx.AsyncClient) -> None:
     raise AssertionError("the server did not start")
 
 
-async def _pinned_clients(base_url: str, headers: dict[str, str], count: int) -> list[tuple[str, httpx.AsyncClient]]:
-    """Clients each held on one keep-alive connection, ``count`` per worker (two workers),
-    with the worker pid each one reaches (read from the response header)."""
-    by_worker: dict[str, list[httpx.AsyncClient]] = {}
-    spare: list[httpx.AsyncClient] = []
-    for _ in range(60):
-        client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30,
-                                   limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
-        pid = (await client.get("/api/agents")).headers[WORKER]
-        group = by_worker.setdefault(pid, [])
-        (group if len(group) < count else spare).append(client)
-        if len(by_worker) == 2 and all(len(g) == count for g in by_worker.values()):
-            break
-    for client in spare:
-        await client.aclose()
-    assert len(by_worker) == 2 and all(len(g) == count for g in by_worker.values()), "did not reach both workers"
-    return [(pid, client) for pid, group in by_worker.items() for client in group]
+class _Workers:
+    """Clients each on one kept-alive connection, by the worker (pid) it reaches. The server
+    closes idle connections after a few seconds and a new one may reach the other worker,
+    so :meth:`on` checks a client's worker right before its use (the response header of
+    the request that matters is asserted as well)."""
+
+    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+        self.base_url = base_url
+        self.headers = headers
+        self.idle: dict[str, list[httpx.AsyncClient]] = {}
+        self.made: list[httpx.AsyncClient] = []
+
+    async def _probe(self, client: httpx.AsyncClient) -> str:
+        return (await client.get("/api/agents")).headers[WORKER]
+
+    async def discover(self) -> tuple[str, str]:
+        """The two workers' pids."""
+        for _ in range(60):
+            if len(self.idle) == 2:
+                break
+            client = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=30,
+                                       limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+            self.made.append(client)
+            self.idle.setdefault(await self._probe(client), []).append(client)
+        assert len(self.idle) == 2, "did not reach both workers"
+        one, two = self.idle
+        return one, two
+
+    async def on(self, pid: str) -> httpx.AsyncClient:
+        """A client whose connection reaches worker ``pid`` now (give it back with :meth:`back`)."""
+        for _ in range(60):
+            pool = self.idle.setdefault(pid, [])
+            if pool:
+                client = pool.pop()
+            else:
+                client = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=30,
+                                           limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+                self.made.append(client)
+            reached = await self._probe(client)
+            if reached == pid:
+                return client
+            self.idle.setdefault(reached, []).append(client)
+        raise AssertionError(f"could not reach worker {pid}")
+
+    def back(self, pid: str, client: httpx.AsyncClient) -> None:
+        self.idle.setdefault(pid, []).append(client)
+
+    async def request(self, pid: str, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request sent to worker ``pid``; the response says which worker answered."""
+        client = await self.on(pid)
+        try:
+            response = await client.request(method, url, **kwargs)
+        finally:
+            self.back(pid, client)
+        assert response.headers[WORKER] == pid
+        return response
+
+    async def aclose(self) -> None:
+        for client in self.made:
+            await client.aclose()
 
 
 class _Watch:
@@ -167,31 +210,29 @@ async def test_two_workers_on_postgresql_stream_every_turn_to_any_client(databas
     proc = _start_server(project, port, database, env)
     base_url = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {token}"}
-    clients: list[tuple[str, httpx.AsyncClient]] = []
+    workers = _Workers(base_url, headers)
     try:
         async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
             await _wait_ready(client)
-        clients = await _pinned_clients(base_url, headers, 2)
-        (one, poster_one), (_, watcher_one), (two, poster_two), (_, watcher_two) = clients
+        one, two = await workers.discover()
         for round_ in range(4):
             # the stream on one worker, the message posted to the other (both ways)
-            poster, watcher = (poster_one, watcher_two) if round_ % 2 == 0 else (poster_two, watcher_one)
-            thread = (await poster.post("/api/threads", json={"agent": "assistant"})).json()["id"]
-            watch = _Watch(watcher, thread)
+            poster, watcher = (one, two) if round_ % 2 == 0 else (two, one)
+            thread = (await workers.request(poster, "POST", "/api/threads", json={"agent": "assistant"})).json()["id"]
+            watch = _Watch(await workers.on(watcher), thread)
             try:
-                stream_worker = await watch.opened()
-                sent = await poster.post(f"/api/threads/{thread}/messages", json={"content": "What is 2 + 3?"})
-                assert sent.status_code == 202
-                assert {sent.headers[WORKER], stream_worker} == {one, two}
+                assert await watch.opened() == watcher
+                sent = await workers.request(poster, "POST", f"/api/threads/{thread}/messages",
+                                             json={"content": "What is 2 + 3?"})
+                assert sent.status_code == 202 and sent.headers[WORKER] != watch.worker
                 await watch.until("message_created")
                 await watch.until("done", executionId=sent.json()["executionId"])
             finally:
                 await watch.close()
-            messages = (await poster.get(f"/api/threads/{thread}/messages")).json()["messages"]
+            messages = (await workers.request(poster, "GET", f"/api/threads/{thread}/messages")).json()["messages"]
             assert messages[0]["content"] == "What is 2 + 3?" and messages[-1]["role"] == "assistant"
     finally:
-        for _, pinned in clients:
-            await pinned.aclose()
+        await workers.aclose()
         _stop_server(proc)
 
 
@@ -223,7 +264,6 @@ async def test_stop_delete_and_running_work_across_two_workers(database: str, tm
     token = await _admin_token(database)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    clients: list[tuple[str, httpx.AsyncClient]] = []
     with OpenAIStub() as stub:
         (project / "agents/models").mkdir(parents=True, exist_ok=True)
         (project / "agents/models/stubbed.py").write_text(
@@ -232,56 +272,52 @@ async def test_stop_delete_and_running_work_across_two_workers(database: str, tm
             " max_retries=0)\n")
         stub.queue(StubReply(tool_calls=[("hold", "{}")]), "the queued one", StubReply(tool_calls=[("hold", "{}")]))
         proc = _start_server(project, port, database, env)
-        base_url = f"http://127.0.0.1:{port}"
-        headers = {"Authorization": f"Bearer {token}"}
+        workers = _Workers(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
         try:
-            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
+            async with httpx.AsyncClient(base_url=workers.base_url, headers=workers.headers, timeout=30) as client:
                 await _wait_ready(client)
-            clients = await _pinned_clients(base_url, headers, 2)
-            (runner_pid, runner), _, (other_pid, other), (_, other_watcher) = clients
-            thread = (await runner.post("/api/threads", json={"agent": "holder"})).json()["id"]
-            watch = _Watch(other_watcher, thread)
+            runner, other = await workers.discover()
+            thread = (await workers.request(runner, "POST", "/api/threads", json={"agent": "holder"})).json()["id"]
+            watch = _Watch(await workers.on(other), thread)
             try:
-                assert await watch.opened() == other_pid
-                sent = await runner.post(f"/api/threads/{thread}/messages", json={"content": "hold on"})
-                assert sent.status_code == 202 and sent.headers[WORKER] == runner_pid
+                assert await watch.opened() == other
+                sent = await workers.request(runner, "POST", f"/api/threads/{thread}/messages", json={"content": "hold on"})
+                assert sent.status_code == 202
                 first = sent.json()["executionId"]
                 await watch.until("tool_call_started", name="hold")
-                # `running` says the same on both workers
-                seen = await other.get(f"/api/threads/{thread}")
-                assert seen.headers[WORKER] == other_pid and seen.json()["running"] is True
-                listed = (await other.get("/api/threads")).json()["threads"]
+                # `running` says the same on both workers (each request's header names its worker)
+                assert (await workers.request(other, "GET", f"/api/threads/{thread}")).json()["running"] is True
+                listed = (await workers.request(other, "GET", "/api/threads")).json()["threads"]
                 assert next(t for t in listed if t["id"] == thread)["running"] is True
                 # a message for a thread busy on the other worker is accepted (stored) at once
-                queued = await other.post(f"/api/threads/{thread}/messages", json={"content": "and this"}, timeout=10)
+                queued = await workers.request(other, "POST", f"/api/threads/{thread}/messages",
+                                               json={"content": "and this"}, timeout=10)
                 assert queued.status_code == 202 and queued.json()["queued"] is True
                 # stop, asked of the worker that does not run the turn
-                stopped = await other.post(f"/api/threads/{thread}/stop")
-                assert stopped.headers[WORKER] == other_pid and stopped.json()["stopped"] is True
+                stopped = await workers.request(other, "POST", f"/api/threads/{thread}/stop")
+                assert stopped.json()["stopped"] is True
                 done = await watch.until("done", executionId=first)
                 assert done["data"]["stopReason"] == "cancelled"
                 # the queued message runs next, under the id its 202 returned
                 await watch.until("done", executionId=queued.json()["executionId"], stopReason="complete")
             finally:
                 await watch.close()
-            users = [m["content"] for m in (await other.get(f"/api/threads/{thread}/messages")).json()["messages"]
-                     if m["role"] == "user"]
-            assert users == ["hold on", "and this"]
-            assert (await other.get(f"/api/threads/{thread}")).json()["running"] is False
+            listed = (await workers.request(other, "GET", f"/api/threads/{thread}/messages")).json()["messages"]
+            assert [m["content"] for m in listed if m["role"] == "user"] == ["hold on", "and this"]
+            assert (await workers.request(other, "GET", f"/api/threads/{thread}")).json()["running"] is False
 
             # DELETE on one worker while the other runs the thread's turn: the turn ends first
-            doomed = (await runner.post("/api/threads", json={"agent": "holder"})).json()["id"]
-            watch = _Watch(other_watcher, doomed)
+            doomed = (await workers.request(runner, "POST", "/api/threads", json={"agent": "holder"})).json()["id"]
+            watch = _Watch(await workers.on(other), doomed)
             try:
                 await watch.opened()
-                sent = await runner.post(f"/api/threads/{doomed}/messages", json={"content": "hold on"})
+                sent = await workers.request(runner, "POST", f"/api/threads/{doomed}/messages", json={"content": "hold on"})
                 await watch.until("tool_call_started", name="hold")
-                deleted = await other.delete(f"/api/threads/{doomed}")
-                assert deleted.status_code == 204 and deleted.headers[WORKER] == other_pid
+                assert (await workers.request(other, "DELETE", f"/api/threads/{doomed}")).status_code == 204
                 await watch.until("done", executionId=sent.json()["executionId"])
             finally:
                 await watch.close()
-            assert (await runner.get(f"/api/threads/{doomed}")).status_code == 404
+            assert (await workers.request(runner, "GET", f"/api/threads/{doomed}")).status_code == 404
             conn = await asyncpg.connect(asyncpg_dsn(database))
             try:
                 for table in ("messages", "executions", "tool_results"):
@@ -290,6 +326,5 @@ async def test_stop_delete_and_running_work_across_two_workers(database: str, tm
             finally:
                 await conn.close()
         finally:
-            for _, pinned in clients:
-                await pinned.aclose()
+            await workers.aclose()
             _stop_server(proc)
