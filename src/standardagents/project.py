@@ -210,6 +210,7 @@ def _load(root: Path) -> LoadResult:
                 registry.add(kind, name, definition.model_copy(update={"source_file": rel}), source=rel)
     if not registry.has("models", DEFAULT_MODEL):
         registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
+    add_builtin_tools(registry)
     _load_endpoints(base / "api", root, registry, result)
     from .mcp import load_mcp_servers
 
@@ -403,6 +404,20 @@ def _is_session_tool(registry: Registry, name: str, namespace: str | None) -> bo
     return False
 
 
+def add_builtin_tools(registry: Registry) -> None:
+    """Add the built-in ``run_code`` tool when a prompt lists it and the project defines no
+    tool of that name (so a project that doesn't use it sees no change)."""
+    from .sandbox.tool import RUN_CODE_TOOL, run_code_tool
+
+    if registry.has("tools", RUN_CODE_TOOL):
+        return
+    for entry in registry.entries("prompts"):
+        prompt = entry.value
+        if isinstance(prompt, PromptDefinition) and RUN_CODE_TOOL in prompt.tool_names():
+            registry.add("tools", RUN_CODE_TOOL, run_code_tool(), source="(built-in)")
+            return
+
+
 def build_registry(*definitions: Any) -> Registry:
     """A registry from definitions made in code (no project folder), checked like a project.
 
@@ -427,6 +442,7 @@ def build_registry(*definitions: Any) -> Registry:
             problems.append(("", f"not a definition: {definition!r}"))
     if not registry.has("models", DEFAULT_MODEL):
         registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
+    add_builtin_tools(registry)
     problems += [(p.file, p.message) for p in check_references(registry)]
     if problems:
         raise ProjectError(problems, source="definitions")

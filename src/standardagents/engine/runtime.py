@@ -122,6 +122,8 @@ class Runtime:
         self._capabilities_file: Path | None = None
         #: MCP sessions, one per server, opened on first use and closed with the runtime
         self.mcp_pool: Any = None
+        #: the code sandbox's warm processes (made by the first ``run_code``)
+        self.sandbox_pool: Any = None
         #: tools registered from Python code at run time (the process-wide registry by default)
         self.plugins: PluginRegistry = plugins
         self._setups: dict[tuple[str, str, str | None], SideSetup] = {}
@@ -196,6 +198,11 @@ class Runtime:
                 await self.mcp_pool.aclose()
             except Exception:
                 log.exception("closing MCP sessions failed")
+        if self.sandbox_pool is not None:
+            try:
+                await self.sandbox_pool.close()
+            except Exception:
+                log.exception("closing the code sandbox failed")
         for provider in self._providers.values():
             try:
                 await provider.aclose()

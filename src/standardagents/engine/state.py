@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..exceptions import StandardAgentsError
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult, check_regex
 from ..records import LogRecord, Message, ThreadRecord, ToolResult
+from ..sandbox.types import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, CodeExecutionResult, Language
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
@@ -202,6 +203,20 @@ class ThreadState:
             if chunk.eof or not chunk.data:
                 return
             offset += chunk.length
+
+    # code ----------------------------------------------------------------------------------
+    async def run_code(self, code: str, *, language: Language = "python", timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 (a limit the sandbox enforces)
+                       memory_limit: int = DEFAULT_MEMORY_LIMIT, network: bool = False,
+                       files: list[str] | None = None) -> CodeExecutionResult:
+        """Run code in the sandbox (Python on Pyodide, or JavaScript/TypeScript, on Deno),
+        never in this process. The thread's files (all, or those matching ``files``) are its
+        workspace, and what the code changes there is written back. Ends ``completed``,
+        ``error``, ``timeout`` or ``killed`` (memory over ``memory_limit`` bytes); raises
+        ``SandboxUnavailable`` when the sandbox extra is missing."""
+        from ..sandbox.thread import run_thread_code
+
+        return await run_thread_code(self, code, language=language, timeout=timeout, memory_limit=memory_limit,
+                                     network=network, files=files)
 
     # env -----------------------------------------------------------------------------------
     async def get_env(self, key: str, default: Any = None) -> Any:

@@ -1,0 +1,202 @@
+"""A small pool of warm sandbox processes, and ``execute``: one job from code to result.
+
+Loading Pyodide costs seconds, so processes are started ahead and kept. Each runs one job
+at a time. A process that has run code for one scope (a thread) is reused only for that
+same scope: code can leave state behind in its interpreter, and what one thread leaves must
+never be seen by another. Every job still gets fresh globals, a fresh workspace and the
+modules it imported dropped. A process killed on a limit is replaced, and one that has
+run ``max_uses`` jobs or grown past half its memory limit is retired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import base64
+import contextlib
+import json
+import os
+import time
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from .process import RawOutcome, SandboxProcess
+from .types import (
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_TIMEOUT,
+    LANGUAGES,
+    CodeExecutionError,
+    CodeExecutionLog,
+    CodeExecutionResult,
+    CodeExecutionStatus,
+)
+
+__all__ = ["MAX_LOG_CHARS", "SandboxPool", "default_pool", "execute"]
+
+#: characters of output kept per execution (the rest is cut with a note)
+MAX_LOG_CHARS = 1_000_000
+
+_live: weakref.WeakSet[SandboxProcess] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_all() -> None:
+    for proc in list(_live):
+        proc.kill_now()
+
+
+class SandboxPool:
+    """Warm processes: ``size`` fresh ones kept ready, plus idle ones tied to a scope."""
+
+    def __init__(self, size: int | None = None, *, max_uses: int = 100, max_idle: int = 4,
+                 max_running: int | None = None) -> None:
+        self.size = size if size is not None else int(os.environ.get("STANDARDAGENTS_SANDBOX_POOL", "1"))
+        self.max_uses = max_uses
+        self.max_idle = max_idle
+        self._fresh: list[SandboxProcess] = []
+        self._idle: OrderedDict[tuple[str | None, bool], list[SandboxProcess]] = OrderedDict()
+        self._starting = 0
+        self._refill: set[asyncio.Task[None]] = set()
+        self._running = asyncio.Semaphore(max_running or max(2, os.cpu_count() or 2))
+        self._closed = False
+
+    async def _spawn(self, network: bool) -> SandboxProcess:
+        proc = SandboxProcess(network=network)
+        _live.add(proc)
+        await proc.start()
+        return proc
+
+    def _top_up(self) -> None:
+        while not self._closed and len(self._fresh) + self._starting < self.size:
+            self._starting += 1
+            task = asyncio.create_task(self._start_fresh())
+            self._refill.add(task)
+            task.add_done_callback(self._refill.discard)
+
+    async def _start_fresh(self) -> None:
+        try:
+            proc = await self._spawn(False)
+        except Exception:
+            return
+        finally:
+            self._starting -= 1
+        if self._closed:
+            await proc.kill()
+        else:
+            self._fresh.append(proc)
+
+    async def warm(self) -> None:
+        """Start the fresh processes now and wait until they are ready."""
+        while not self._closed and len(self._fresh) < self.size:
+            self._fresh.append(await self._spawn(False))
+
+    async def acquire(self, scope: str | None, network: bool) -> SandboxProcess:
+        """A process for ``scope``: its own idle one, else a fresh one, else a new one."""
+        idle = self._idle.get((scope, network))
+        while idle:
+            proc = idle.pop()
+            if proc.alive:
+                return proc
+        if not network:
+            while self._fresh:
+                proc = self._fresh.pop(0)
+                self._top_up()
+                if proc.alive:
+                    proc.scope = scope
+                    return proc
+        proc = await self._spawn(network)
+        proc.scope = scope
+        self._top_up()
+        return proc
+
+    async def release(self, proc: SandboxProcess, memory_limit: int) -> None:
+        """Keep a healthy process for its scope, or retire it."""
+        if (self._closed or not proc.alive or proc.uses >= self.max_uses
+                or proc.rss() > memory_limit // 2):
+            await proc.kill()
+            return
+        key = (proc.scope, proc.network)
+        self._idle.setdefault(key, []).append(proc)
+        self._idle.move_to_end(key)
+        while sum(len(v) for v in self._idle.values()) > self.max_idle:
+            _, oldest = next(iter(self._idle.items()))
+            victim = oldest.pop(0)
+            if not oldest:
+                self._idle.popitem(last=False)
+            await victim.kill()
+
+    async def run(self, code: str, *, language: str = "python", timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 (a limit the sandbox enforces)
+                  memory_limit: int = DEFAULT_MEMORY_LIMIT, network: bool = False,
+                  files: dict[str, bytes] | None = None, scope: str | None = None
+                  ) -> tuple[CodeExecutionResult, dict[str, bytes]]:
+        """Run ``code`` with ``files`` (workspace path -> bytes) in its workspace; returns the
+        result and the workspace's files at the end."""
+        if language not in LANGUAGES:
+            raise ValueError(f"unknown language {language!r}: use one of {', '.join(LANGUAGES)}")
+        if not (timeout > 0):
+            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+        if memory_limit < 64 * 1024 * 1024:
+            raise ValueError(f"memory_limit must be at least 64 MiB (got {memory_limit} bytes)")
+        given = dict(files or {})
+        job = {"language": language, "code": code, "network": network, "maxLogChars": MAX_LOG_CHARS,
+               "files": {k: base64.b64encode(v).decode() for k, v in given.items()}}
+        async with self._running:
+            proc = await self.acquire(scope, network)
+            started = time.perf_counter()
+            try:
+                raw = await proc.execute(job, timeout=timeout, memory_limit=memory_limit)
+            finally:
+                await self.release(proc, memory_limit)
+        return _result(raw, time.perf_counter() - started, given)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._refill):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        procs = [*self._fresh, *(p for group in self._idle.values() for p in group)]
+        self._fresh, self._idle = [], OrderedDict()
+        for proc in procs:
+            await proc.kill()
+
+
+def _result(raw: RawOutcome, seconds: float, given: dict[str, bytes]) -> tuple[CodeExecutionResult, dict[str, bytes]]:
+    payload = raw.payload
+    logs = [CodeExecutionLog(stream="stdout", message=line) for line in raw.stray]
+    logs += [CodeExecutionLog(stream=item.get("stream", "stdout"), message=str(item.get("message", "")),
+                              time=int(item.get("time", 0)))
+             for item in payload.get("logs", [])]
+    logs.sort(key=lambda entry: entry.time)
+    if raw.status != "done":
+        name = {"timeout": "TimeoutError"}.get(raw.status, "MemoryLimitExceeded" if raw.peak_rss else "SandboxKilled")
+        status: CodeExecutionStatus = "timeout" if raw.status == "timeout" else "killed"
+        error = CodeExecutionError(name=name, message=raw.reason)
+        return CodeExecutionResult(status=status, logs=logs, error=error, duration_ms=seconds * 1000), given
+    files = {k: base64.b64decode(v) for k, v in (payload.get("files") or {}).items()}
+    if payload.get("ok"):
+        value = json.loads(payload["resultJson"]) if "resultJson" in payload else payload.get("result")
+        return CodeExecutionResult(status="completed", result=value, logs=logs,
+                                   duration_ms=seconds * 1000), files
+    error = CodeExecutionError(name=str(payload.get("name") or "Error"), message=str(payload.get("message") or ""),
+                               stack=str(payload.get("stack") or ""))
+    return CodeExecutionResult(status="error", logs=logs, error=error, duration_ms=seconds * 1000), files
+
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SandboxPool] = weakref.WeakKeyDictionary()
+
+
+def default_pool() -> SandboxPool:
+    """The running event loop's pool (created on first use)."""
+    loop = asyncio.get_running_loop()
+    pool = _pools.get(loop)
+    if pool is None:
+        pool = _pools[loop] = SandboxPool()
+    return pool
+
+
+async def execute(code: str, **options: Any) -> CodeExecutionResult:
+    """Run code in the default pool without a thread (no files written back)."""
+    result, _ = await default_pool().run(code, **options)
+    return result
