@@ -14,15 +14,18 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
 from engine_helpers import stub_model
+from server_fixtures import write_project
 from standardagents import Runtime, define_agent, define_prompt
 from standardagents.project import build_registry
 from standardagents.records import ThreadRecord
 from standardagents.sandbox import CodeExecutionResult, SandboxPool, SandboxUnavailable, deno_binary
 from standardagents.sandbox.process import pyodide_dir
+from standardagents.server import create_app
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -252,3 +255,53 @@ async def test_missing_deno_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(SandboxUnavailable) as caught:
         deno_binary()
     assert str(caught.value) == "run_code needs Deno, which the sandbox extra installs: pip install 'standardagents[sandbox]'"
+
+
+# over HTTP: hostile code through a thread endpoint while the server answers others ----------------
+RUN_ENDPOINT = """
+    from standardagents import define_thread_endpoint
+
+    @define_thread_endpoint
+    async def run(req, state, params):
+        body = await req.json()
+        result = await state.run_code(body["code"], language=body.get("language", "python"),
+                                      timeout=body.get("timeout", 10),
+                                      memory_limit=body.get("memoryLimit", 512 * 1024 * 1024))
+        return result.to_dict()
+"""
+
+
+async def test_the_server_keeps_serving_through_hostile_code(pool: SandboxPool, tmp_path: Any) -> None:
+    project = write_project(tmp_path / "project", {"agents/api/run.post.py": RUN_ENDPOINT})
+    rt = await Runtime.open(project, database_url=f"sqlite:///{tmp_path / 'server.db'}")
+    rt.sandbox_pool = pool
+    try:
+        user = await rt.store.create_user("alice")
+        _, token = await rt.store.create_api_token(user.id, "t")
+        auth = {"authorization": f"Bearer {token}"}
+        app = create_app(rt, close_runtime=False)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test",
+                                     timeout=120) as client:
+            thread = (await client.post("/api/threads", json={"agent": "helper"}, headers=auth)).json()
+            url = f"/api/threads/{thread['id']}/run"
+            cases = [
+                ({"code": "while True:\n    pass", "timeout": 2}, "timeout"),
+                ({"code": "hog = []\nwhile True:\n    hog.append(' ' * 10**7)", "memoryLimit": 400 * MiB}, "killed"),
+                ({"code": "import os\nwhile True:\n    os.fork()"}, "error"),
+                ({"code": "open('/etc/passwd').read()"}, "error"),
+                ({"code": "await Deno.connect({hostname: '127.0.0.1', port: 5432});", "language": "javascript"},
+                 "error"),
+            ]
+            for body, status in cases:
+                hostile = asyncio.create_task(client.post(url, json=body, headers=auth))
+                meanwhile = await client.get("/api/agents", headers=auth)
+                # an endless loop can only end by the watchdog, so the server answered during it
+                answered_during = not hostile.done() or status != "timeout"
+                reply = await hostile
+                assert meanwhile.status_code == 200 and answered_during
+                assert (reply.status_code, reply.json()["status"]) == (200, status), reply.text
+            after = await client.post(url, json={"code": "'still here'"}, headers=auth)
+            assert after.json()["result"] == "still here"
+    finally:
+        rt.sandbox_pool = None
+        await rt.aclose()
