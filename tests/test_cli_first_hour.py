@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import pty
+import select
 import shutil
 import signal
 import socket
@@ -278,3 +280,92 @@ def test_import_and_unpack_share_the_overwrite_flag(tmp_path: Path) -> None:
     for command in ("import", "unpack"):
         shown = _cli(command, "--help", env=env).stdout
         assert "--overwrite" in shown and "--force" not in shown
+
+
+def test_chat_from_a_pipe_runs_slash_commands_locally_and_sends_the_rest(tmp_path: Path) -> None:
+    script = ("What is 2 + 2?\n/help\n/bogus\n/new\n/agent\n/agent debate\nTabs or spaces?\n"
+              "//literally\n/quit\nnever sent\n")
+    done = _cli("chat", str(_project(tmp_path)), "--agent", "assistant", env=_env(tmp_path), stdin=script)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout
+    assert "2 + 2 = 4" in shown
+    assert "/new            start a new thread" in shown and "unknown command /bogus" in shown
+    assert "agents: assistant (current), debate" in shown
+    assert shown.count("assistant · thread thr_") == 2 and "debate · thread thr_" in shown
+    assert "Test reply to: Tabs or spaces?" in shown and "Test reply to: /literally" in shown
+    # the chat's own commands never reach the model, and nothing is read after /quit
+    for line in ("/help", "/bogus", "/new", "/agent", "/quit", "never sent"):
+        assert f"Test reply to: {line}" not in shown
+    assert "Traceback" not in done.stderr
+
+
+def test_version_completion_and_help_without_type_labels_on_flags(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    from importlib.metadata import version
+
+    assert _cli("--version", env=env).stdout.strip() == f"standardagents {version('standardagents')}"
+    top = _cli("--help", env=env).stdout
+    assert "--install-completion" in top
+    completed = _cli(env={**env, "_STANDARDAGENTS_COMPLETE": "complete_bash", "COMP_WORDS": "standardagents se",
+                          "COMP_CWORD": "1"})
+    assert completed.stdout.split() == ["serve"]
+    for command in ("run", "serve", "chat", "approve", "pack", "import", "export", "tokens create"):
+        shown = _cli(*command.split(), "--help", env={**env, "COLUMNS": "200"}).stdout
+        assert "<bool>" not in shown, command
+    dev_help = _cli("dev", "--help", env={**env, "COLUMNS": "200"}).stdout
+    assert "Interface to listen on." in dev_help and "Port to listen on." in dev_help
+
+
+class _Terminal:
+    """A real pseudo-terminal around a command, so prompt_toolkit runs as it does for a person."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                                     env={**env, "TERM": "xterm", "COLUMNS": "100", "LINES": "40"},
+                                     start_new_session=True)
+        os.close(slave)
+        self.seen = b""
+        self.pos = 0
+
+    def expect(self, token: bytes, deadline: float = 60) -> None:
+        """Wait for ``token`` after what the last expectation matched."""
+        end = time.monotonic() + deadline
+        while token not in self.seen[self.pos:]:
+            if time.monotonic() > end:
+                raise AssertionError(f"no {token!r} on the terminal: {self.seen[-800:]!r}")
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                chunk = os.read(self.master, 65536)
+                self.seen += chunk
+                if b"\x1b[6n" in chunk:  # the terminal answers prompt_toolkit's cursor-position query
+                    os.write(self.master, b"\x1b[1;1R")
+        self.pos = self.seen.index(token, self.pos) + len(token)
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def close(self) -> int:
+        code = self.proc.wait(timeout=30)
+        os.close(self.master)
+        return code
+
+
+def test_chat_at_a_terminal_edits_lines_and_remembers_them_across_sessions(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    args = [str(EXE), "chat", str(project), "--agent", "assistant"]
+    first = _Terminal(args, _env(tmp_path))
+    first.expect(b"you>")
+    first.type(b"/hepl\x08\x08lp\r")  # typed with a slip, corrected with backspace
+    first.expect(b"start a new thread")
+    first.expect(b"you>")
+    first.type(b"/quit\r")
+    assert first.close() == 0
+    assert "/help" in (project / ".standardagents" / "chat_history").read_text()
+    second = _Terminal(args, _env(tmp_path))
+    second.expect(b"you>")
+    second.type(b"\x1b[A\x1b[A\r")  # arrow up twice: the line before the last session's /quit
+    second.expect(b"start a new thread")
+    second.expect(b"you>")
+    second.type(b"\x04")  # Ctrl-D leaves
+    assert second.close() == 0

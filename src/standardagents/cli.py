@@ -26,11 +26,45 @@ app = typer.Typer(
     name="standardagents",
     help="Run Standard Agents projects: chat with agents, serve them over HTTP, pack and share them.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _flags_without_type_labels() -> None:
+    """Typer's help labels an on/off flag ``<bool>`` as though it took a value; a flag takes
+    none, so its help shows no type (every other option keeps its label)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_flags_unlabelled", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich._flags_unlabelled = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_type_labels()
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        out.print(f"standardagents {version('standardagents')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    """Run Standard Agents projects: chat with agents, serve them over HTTP, pack and share them."""
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -289,34 +323,37 @@ def run(
 @app.command()
 def chat(
     project: ProjectArg,
-    agent: Annotated[str | None, typer.Option("--agent", "-a")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="The agent to talk to (default: the only primary one, or asked).")] = None,
     thread: Annotated[str | None, typer.Option("--thread", help="Resume this thread.")] = None,
     database_url: DbOpt = None,
     model: ModelOpt = None,
 ) -> None:
-    """Talk with an agent interactively (Ctrl-C stops a reply; Ctrl-D or /quit leaves)."""
+    """Talk with an agent interactively, with line editing and history (Ctrl-C stops a reply;
+    /help lists the chat's commands; Ctrl-D or /quit leaves)."""
 
     async def main() -> int:
+        from .chat import ChatSession, LineReader
         from .engine import Runtime
 
         registry, name = _project_for_agent(project, agent)
+        primary = [e.name for e in registry.entries("agents") if e.value is not None and e.value.primary]
         rt = await Runtime.open(registry, database_url=database_url, model_override=model)
+
+        async def new_thread(agent_name: str) -> str:
+            return str((await rt.create_thread(agent_name)).id)
+
+        async def send(thread_id: str, text: str) -> None:
+            result = await _stream_run(rt, thread_id, text, interactive=True, project=shlex.quote(str(project)))
+            if result.stop_reason == "cancelled":
+                out.print("[dim](stopped)[/]")
+
         try:
-            thread_id = thread or (await rt.create_thread(name)).id
-            out.print(f"[dim]{name} · thread {thread_id} · /quit to leave[/]")
-            loop = asyncio.get_running_loop()
-            while True:
-                try:
-                    line = await loop.run_in_executor(None, lambda: input("you> "))
-                except EOFError:
-                    break
-                if line.strip() in ("/quit", "/exit"):
-                    break
-                if not line.strip():
-                    continue
-                result = await _stream_run(rt, thread_id, line, interactive=True)
-                if result.stop_reason == "cancelled":
-                    out.print("[dim](stopped)[/]")
+            session = ChatSession(
+                agents=primary if name in primary else [name, *primary], agent=name,
+                thread_id=thread or await new_thread(name),
+                reader=LineReader(Path(registry.root or project) / ".standardagents" / "chat_history"),
+                new_thread=new_thread, send=send, say=lambda text: out.print(f"[dim]{escape(text)}[/]"))
+            await session.run()
             return 0
         finally:
             await rt.aclose()
