@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .loop import ExecutionResult
     from .runtime import Runtime
 
-__all__ = ["TOKEN_MAX_AGE", "ApprovalError", "make_token", "read_token", "signing_secret"]
+__all__ = ["TOKEN_MAX_AGE", "ApprovalError", "approval_request", "make_token", "read_token", "signing_secret"]
 
 #: a resume token older than this is stale (seconds)
 TOKEN_MAX_AGE = 7 * 24 * 3600
@@ -76,6 +76,13 @@ def read_token(secret: str, token: str, *, max_age: int = TOKEN_MAX_AGE) -> dict
     return {"thread_id": data["t"], "execution_id": data["e"], "call_id": data["c"]}
 
 
+def approval_request(call_id: str, tool: str, arguments: Any, token: str, execution_id: str) -> dict[str, Any]:
+    """One paused call as every surface shows it: the pattern's ``interruption`` and
+    ``stateToken`` beside the flat ``id``/``tool``/``arguments``/``token`` fields."""
+    return {"id": call_id, "tool": tool, "arguments": arguments, "token": token, "executionId": execution_id,
+            "interruption": {"id": call_id, "toolName": tool, "args": arguments}, "stateToken": token}
+
+
 async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
     """The calls of a thread waiting for a decision, each with a fresh resume token."""
     secret = await signing_secret(rt.store)
@@ -89,8 +96,8 @@ async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]
                 arguments: Any = json.loads(item.get("arguments") or "{}")
             except ValueError:
                 arguments = item.get("arguments")
-            out.append({"id": item["id"], "tool": item["name"], "arguments": arguments, "executionId": record.id,
-                        "token": make_token(secret, thread_id=thread_id, execution_id=record.id, call_id=item["id"])})
+            token = make_token(secret, thread_id=thread_id, execution_id=record.id, call_id=item["id"])
+            out.append(approval_request(item["id"], item["name"], arguments, token, record.id))
     return out
 
 

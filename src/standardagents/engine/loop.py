@@ -33,7 +33,7 @@ from ..toolcalls import (
     recover_tool_calls,
     strip_thinking,
 )
-from .approvals import make_token, signing_secret
+from .approvals import approval_request, make_token, signing_secret
 from .compaction import compact_if_needed, over_threshold
 from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
@@ -152,7 +152,7 @@ class Execution:
                                      None, None, None, {"approvals": paused}, self.created, self.usage)
             self.bus.emit("done", self.thread_id, {"stopReason": "interrupted", "executionId": self.record.id,
                                                    "outcome": "approval_required", "error": None, "stoppedBy": None,
-                                                   "approvals": [{k: v for k, v in p.items() if k != "token"} for p in paused]})
+                                                   "approvals": [{k: v for k, v in p.items() if k not in ("token", "stateToken")} for p in paused]})
             return result
         if self._carried is not None:
             try:
@@ -327,7 +327,7 @@ class Execution:
             except ValueError:
                 arguments = call.arguments
             token = make_token(secret, thread_id=self.thread_id, execution_id=self.record.id, call_id=call.id)
-            requests.append({"id": call.id, "tool": call.name, "arguments": arguments, "token": token})
+            requests.append(approval_request(call.id, call.name, arguments, token, self.record.id))
         record = self.record
         record.status = "waiting"
         record.step_count = self.ex.step_count
@@ -337,7 +337,7 @@ class Execution:
                         "decisions": {}}
         await self.rt.store.save_execution(record)
         for req in requests:
-            self.bus.emit("approval.request", self.thread_id, {**req, "executionId": record.id})
+            self.bus.emit("approval.request", self.thread_id, req)
         self._final_saved = True
         raise _Paused(requests)
 
