@@ -54,7 +54,9 @@ async def test_approval_request_carries_interruption_and_state_token_everywhere(
     from server_fixtures import serve_app, write_project
 
     root = write_project(tmp_path / "project", FILES)
-    for live in serve_app(root, f"sqlite+aiosqlite:///{tmp_path / 'approvals.db'}"):
+    server = serve_app(root, f"sqlite+aiosqlite:///{tmp_path / 'approvals.db'}")
+    live = next(server)
+    try:
         async with httpx.AsyncClient(base_url=live.base_url, headers=live.headers, timeout=20) as c:
             tid = (await c.post(f"{API}/threads", json={"agent": "ops"})).json()["id"]
             ws_url = live.base_url.replace("http", "ws") + f"{API}/threads/{tid}/ws"
@@ -87,11 +89,12 @@ async def test_approval_request_carries_interruption_and_state_token_everywhere(
         assert "stateToken" not in in_done and "token" not in in_done
         assert on_ws == on_sse
         assert in_listing["interruption"] == on_ws["interruption"]
+    finally:
+        server.close()
 
 
 async def test_approval_request_on_the_bus_and_in_the_result(tmp_path: Path) -> None:
     from server_fixtures import write_project
-
     from standardagents import Runtime
 
     root = write_project(tmp_path / "project", FILES)

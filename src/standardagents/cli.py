@@ -117,9 +117,10 @@ def validate(project: ProjectArg) -> None:
     from .project import load_project, validate_project
 
     problems = _guard(lambda: validate_project(project))
+    problems.extend(_shadowed_routes(project))
     errors = [p for p in problems if not p.warning]
     for p in problems:
-        (err if not p.warning else out).print(f"{'[red]error[/]' if not p.warning else '[yellow]warning[/]'}: {p}")
+        (err if not p.warning else out).print(f"{'[red]error[/]' if not p.warning else '[yellow]warning[/]'}: {escape(str(p))}")
     if errors:
         err.print(f"[bold red]{len(errors)} problem(s)[/] in {project}")
         raise typer.Exit(1)
@@ -361,6 +362,20 @@ def chat(
     raise typer.Exit(_guard(lambda: asyncio.run(main())))
 
 
+def _shadowed_routes(project: Path) -> list[Any]:
+    """Thread endpoints a built-in route hides, as errors (a loading failure is reported by
+    the project's own checks instead)."""
+    from .exceptions import StandardAgentsError
+    from .project import Problem, load_project
+    from .server.endpoints import shadowed_thread_endpoints
+
+    try:
+        registry = load_project(project, strict=False)
+    except StandardAgentsError:
+        return []
+    return [Problem("agents/api", text) for text in shadowed_thread_endpoints(registry)]
+
+
 def _preflight(project: Path, database_url: str | None) -> None:
     """Check the project and the database before serving, so a mistake is one clear line
     rather than a failed server start-up."""
@@ -368,6 +383,11 @@ def _preflight(project: Path, database_url: str | None) -> None:
     from .store import open_store
 
     registry = load_project(project)
+    shadowed = _shadowed_routes(project)
+    if shadowed:
+        for problem in shadowed:
+            err.print(f"[red]error[/]: {escape(str(problem))}")
+        fail(f"{len(shadowed)} thread endpoint(s) can never be reached; see above")
 
     async def check() -> None:
         store = open_store(database_url, project_dir=Path(registry.root or project))

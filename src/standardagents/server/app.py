@@ -47,7 +47,7 @@ def _ui_routes(prefix: str) -> list[BaseRoute]:
 
 def _state(runtime: Runtime, prefix: str, dev: bool, max_body: int, builtins: list[BaseRoute]) -> ServerState:
     state = ServerState(runtime=runtime, prefix=prefix, dev=dev, max_body=max_body, hub=UserHub(runtime),
-                        endpoints=EndpointTable(runtime.registry))
+                        endpoints=EndpointTable(runtime.registry, prefix))
     state.extra["builtins"] = builtins
     return state
 

@@ -26,7 +26,7 @@ from .auth import ThreadEndpointAuth, authenticate, can_access_thread, resolve_c
 from .errors import ApiError
 from .state import server_of
 
-__all__ = ["ControllerContext", "EndpointRoute", "EndpointTable", "to_response"]
+__all__ = ["ControllerContext", "EndpointRoute", "EndpointTable", "shadowed_thread_endpoints", "to_response"]
 
 log = logging.getLogger("standardagents.server")
 
@@ -83,16 +83,49 @@ def parse_route(key: str, kind: str, package: str | None) -> EndpointRoute:
     return EndpointRoute(key, segments, method, kind, package)
 
 
+def _sample_path(route: EndpointRoute) -> str:
+    """A path the route matches whatever its parameters are (used to find shadowed routes)."""
+    return "/".join("param/rest" if s == "[*]" else "param" if s.startswith("[") else s for s in route.segments)
+
+
+def shadowed_thread_endpoints(registry: Registry, prefix: str = "/api") -> list[str]:
+    """Thread endpoints a built-in thread route always answers instead (for some method), as
+    messages naming both: such an endpoint could never be reached with that method."""
+    from starlette.routing import Route
+
+    from .api import api_routes
+
+    builtins = [r for r in api_routes(prefix) if isinstance(r, Route) and r.path.startswith(f"{prefix}/threads/{{thread_id}}")]
+    found = []
+    for entry in registry.all_entries("thread_endpoints"):
+        route = parse_route(entry.name, "thread_endpoints", entry.package)
+        path = f"{prefix}/threads/thr_sample/{_sample_path(route)}".rstrip("/")
+        methods = [route.method] if route.method else sorted(m.upper() for m in _METHODS)
+        hits: dict[str, list[str]] = {}
+        for method in methods:
+            scope = {"type": "http", "path": path, "method": method, "root_path": ""}
+            for builtin in builtins:
+                if builtin.matches(scope)[0] == Match.FULL:
+                    hits.setdefault(builtin.path, []).append(method)
+                    break
+        for builtin_path, hit_methods in hits.items():
+            where = entry.source or (f"package {entry.package}" if entry.package else "the project")
+            found.append(f"thread endpoint {entry.name!r} ({where}) is hidden by the built-in route "
+                         f"{'/'.join(hit_methods)} {builtin_path}: rename or move the endpoint")
+    return found
+
+
 class EndpointTable:
     """The project's routed endpoints of one kind, ordered by specificity."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, prefix: str = "/api") -> None:
         self.registry = registry
         self.controllers = self._build("controllers")
         self.thread_endpoints = self._build("thread_endpoints")
         self.collisions: list[str] = []
         for routes in (self.controllers, self.thread_endpoints):
             self.collisions.extend(self._collisions(routes))
+        self.collisions.extend(shadowed_thread_endpoints(registry, prefix))
         for text in self.collisions:
             log.error("route collision: %s", text)
 
@@ -264,15 +297,18 @@ def _follow_reloads(server: Any) -> None:
 
 
 async def dispatch_thread_endpoint(request: Request) -> Response:
-    """``{prefix}/threads/{id}/{path}``: a project thread endpoint; 404 for anything else."""
+    """``{prefix}/threads/{id}/{path}``: a project thread endpoint; 404 for anything else
+    (a route that exists only with another method included)."""
     server = server_of(request)
     _follow_reloads(server)
     thread_id = request.path_params["thread_id"]
     found = server.endpoints.find("thread_endpoints", request.path_params["path"], request.method)
     if not found:
-        if found is False or _method_not_allowed_builtin(request, server.extra.get("builtins", [])):
+        # the spec: a request under the thread prefix that no thread endpoint route matches
+        # (with its method) is 404; only a built-in route's other method is 405
+        if found is None and _method_not_allowed_builtin(request, server.extra.get("builtins", [])):
             raise ApiError(405, f"{request.method} is not allowed on {request.url.path}")
-        raise ApiError(404, f"no thread endpoint {request.path_params['path']!r}")
+        raise ApiError(404, f"no thread endpoint {request.method} {request.path_params['path']!r}")
     assert isinstance(found, tuple)
     route, params = found
     definition = await server.runtime.registry.aget("thread_endpoints", route.key, route.package)
