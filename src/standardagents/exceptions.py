@@ -10,6 +10,7 @@ failure at run time and from a signal the engine uses to steer a turn::
     ├── RuntimeFailure             something failed while running
     │   ├── ProviderError          a model endpoint failed (status, body, retriable)
     │   ├── StoreError             the database refused or failed a write
+    │   │   └── UnstorableValueError   a value no database may hold (NUL, surrogate, too long)
     │   └── ToolExecutionError     a tool raised; carries the original exception
     ├── InjectionRejected          a before_create_message hook refused an inject_message call
     └── ControlSignal              raised inside tools/hooks to steer the engine, never a failure
@@ -32,6 +33,7 @@ __all__ = [
     "StandardAgentsError",
     "StoreError",
     "ToolExecutionError",
+    "UnstorableValueError",
 ]
 
 
@@ -106,6 +108,16 @@ class ProviderError(RuntimeFailure):
 
 class StoreError(RuntimeFailure):
     """The database refused or failed an operation."""
+
+
+class UnstorableValueError(StoreError):
+    """A value was refused before reaching the database: text with a NUL character or an
+    unpaired surrogate, a key or path over its size, a number out of range, JSON with NaN.
+    Nothing was written; ``field`` names what to fix. The caller's mistake, not a failure."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
 
 
 class ToolExecutionError(RuntimeFailure):

@@ -13,15 +13,16 @@ import os
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..files import check_regex
 from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
+from ..store.checks import INT64_MAX
 from .auth import authenticate, caller_dict, require_thread
-from .errors import ApiError, read_json
+from .errors import ApiError, JSONResponse, read_json
 from .openapi import openapi_document
 from .state import server_of
 from .streams import (
@@ -82,7 +83,9 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int | 
     try:
         value = int(raw)
     except ValueError:
-        raise ApiError(422, f"query parameter {name!r} must be an integer (got {raw!r})") from None
+        raise ApiError(422, f"query parameter {name!r} must be an integer (got {raw[:40]!r})") from None
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise ApiError(400, f"query parameter {name!r} does not fit in a 64-bit integer")
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise ApiError(422, f"query parameter {name!r} must be {bound} (got {value})")

@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Match
 from ..registry import Registry
 from ..store.base import UserRecord
 from .auth import ThreadEndpointAuth, authenticate, can_access_thread, resolve_caller
-from .errors import ApiError
+from .errors import ApiError, StrictJSONRequest
 from .state import server_of
 
 __all__ = ["ControllerContext", "EndpointRoute", "EndpointTable", "shadowed_thread_endpoints", "to_response"]
@@ -271,6 +271,7 @@ def _method_not_allowed_builtin(request: Request, builtins: list[BaseRoute]) -> 
 
 async def dispatch_controller(request: Request) -> Response:
     """``{prefix}/{path}``: a project controller (after the built-in routes)."""
+    request = StrictJSONRequest(request.scope, request.receive, request._send)
     server = server_of(request)
     _follow_reloads(server)
     found = server.endpoints.find("controllers", request.path_params["path"], request.method)
@@ -299,6 +300,7 @@ def _follow_reloads(server: Any) -> None:
 async def dispatch_thread_endpoint(request: Request) -> Response:
     """``{prefix}/threads/{id}/{path}``: a project thread endpoint; 404 for anything else
     (a route that exists only with another method included)."""
+    request = StrictJSONRequest(request.scope, request.receive, request._send)
     server = server_of(request)
     _follow_reloads(server)
     thread_id = request.path_params["thread_id"]

@@ -1,29 +1,44 @@
-"""JSON errors for every failure the server reports, and the two guards that keep a bad
-request or a crashing handler from ever reaching a client as a traceback.
+"""JSON errors for every failure the server reports, the guards that keep a bad request or
+a crashing handler from ever reaching a client as a traceback, and the one JSON body reader
+every route uses.
 
 Every error body is ``{"error": {"code": ..., "message": ...}}`` so clients parse one shape.
+A database's own error text never reaches a client: it is logged, and the client gets a
+generic message (or a 400 naming the field, for a value no database may hold).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSONResponse
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..exceptions import DefinitionError, NotFoundError, StandardAgentsError
+from ..exceptions import (
+    DefinitionError,
+    NotFoundError,
+    StandardAgentsError,
+    StoreError,
+    UnstorableValueError,
+)
+from ..store.checks import MAX_JSON_DEPTH, json_problem
 
 __all__ = [
     "ApiError",
     "BodyLimitMiddleware",
     "ErrorMiddleware",
+    "JSONResponse",
+    "StrictJSONRequest",
     "error_body",
     "error_response",
     "http_exception_handler",
+    "parse_json",
     "read_json",
 ]
 
@@ -59,6 +74,24 @@ def error_response(status: int, message: str, code: str | None = None,
     return JSONResponse(error_body(status, message, code), status_code=status, headers=headers)
 
 
+_DB_FAILURE = "the database failed while handling this request; see the server log"
+
+
+def _from_database(exc: BaseException) -> bool:
+    """Whether a database error is anywhere in the exception's chain."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 20:
+        if isinstance(current, StoreError):
+            return True
+        module = type(current).__module__
+        if module.startswith(("sqlalchemy", "asyncpg", "sqlite3", "psycopg")):
+            return True
+        current = current.__cause__ or current.__context__
+        seen += 1
+    return False
+
+
 def _from_exception(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, ApiError):
         return exc.status_code, exc.code, exc.message
@@ -68,6 +101,10 @@ def _from_exception(exc: BaseException) -> tuple[int, str, str]:
         return exc.status_code, _CODES.get(exc.status_code, "error"), detail or default.get(exc.status_code, "request failed")
     if isinstance(exc, _BodyTooLarge):
         return 413, "payload_too_large", str(exc)
+    if isinstance(exc, UnstorableValueError):
+        return 400, "bad_request", str(exc)
+    if _from_database(exc):
+        return 500, "internal_error", _DB_FAILURE
     if isinstance(exc, NotFoundError):
         return 404, "not_found", str(exc)
     if isinstance(exc, DefinitionError):
@@ -113,8 +150,17 @@ class ErrorMiddleware:
             await response(scope, receive, send)
 
 
+def _nul_in_url(scope: Scope) -> bool:
+    """A NUL character in the path or the query (``%00``): never a valid name or value."""
+    if "\x00" in scope.get("path", ""):
+        return True
+    query = scope.get("query_string", b"")
+    return b"%00" in query or b"\x00" in query
+
+
 class BodyLimitMiddleware:
-    """Refuses bodies over ``max_body`` bytes with 413, whether declared or streamed."""
+    """Refuses bodies over ``max_body`` bytes with 413, whether declared or streamed, and any
+    URL carrying a NUL character with 400."""
 
     def __init__(self, app: ASGIApp, max_body: int) -> None:
         self.app = app
@@ -125,6 +171,9 @@ class BodyLimitMiddleware:
             await self.app(scope, receive, send)
             return
         limit = self.max_body
+        if _nul_in_url(scope):
+            await error_response(400, "the URL contains a NUL character (%00)")(scope, receive, send)
+            return
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
@@ -149,9 +198,43 @@ class BodyLimitMiddleware:
         await self.app(scope, limited_receive, send)
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _constant(name: str) -> Any:
+    raise _NotFinite(f"{name} is not a JSON number: send finite numbers only")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(f"{text} is out of range for a number: send finite numbers only")
+    return value
+
+
+def parse_json(body: bytes | str, *, allow_nul: bool = False) -> Any:
+    """Parse a request body strictly, or raise a 400 naming the problem: malformed JSON, NaN or
+    an infinity (``NaN``, ``Infinity``, ``1e999``), nesting deeper than the limit, text that is
+    not valid Unicode (an unpaired surrogate) or, unless ``allow_nul``, a NUL character."""
+    try:
+        data = json.loads(body, parse_constant=_constant, parse_float=_float)
+    except _NotFinite as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, f"the body nests more than {MAX_JSON_DEPTH} levels deep") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}") from exc
+    problem = json_problem(data, allow_nul=allow_nul, where="the body")
+    if problem:
+        raise ApiError(400, f"{problem}; nothing was stored")
+    return data
+
+
 async def read_json(request: Request, *, required: bool = True) -> dict[str, Any]:
-    """The request's JSON object body; 415 for another media type, 400 when malformed,
-    422 when it is not an object. An empty body reads as ``{}`` unless ``required``."""
+    """The request's JSON object body; 415 for another media type, 400 when malformed (see
+    :func:`parse_json`), 422 when it is not an object. An empty body reads as ``{}`` unless
+    ``required``."""
     body = await request.body()
     if not body.strip():
         if required:
@@ -160,10 +243,40 @@ async def read_json(request: Request, *, required: bool = True) -> dict[str, Any
     ctype = request.headers.get("content-type", "")
     if ctype and "json" not in ctype.split(";")[0].strip().lower():
         raise ApiError(415, f"send the body as application/json (got {ctype.split(';')[0]})")
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}") from exc
+    data = parse_json(body)
     if not isinstance(data, dict):
         raise ApiError(422, "the body must be a JSON object")
     return data
+
+
+class StrictJSONRequest(Request):
+    """The request a project's endpoint receives: ``await req.json()`` refuses what the built-in
+    routes refuse (NaN, infinities, deep nesting, invalid Unicode) with a 400 before the
+    handler sees it. NUL characters are left to the handler."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = parse_json(await self.body(), allow_nul=True)
+        return self._json
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as ``null`` (rows stored before the reader refused them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+class JSONResponse(_StarletteJSONResponse):
+    """Strict JSON (no NaN on the wire); a value holding NaN or an infinity, which only rows
+    written before the reader refused them can, is sent with ``null`` in their place."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except ValueError:
+            return super().render(_finite(content))

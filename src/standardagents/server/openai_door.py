@@ -5,26 +5,84 @@ The last user message goes to a new thread, or to the thread named by the ``thre
 field or the ``X-Thread-Id`` header; the thread's id comes back in the ``X-Thread-Id``
 response header and the ``thread`` field. The agent runs its own tools: the client sees
 the final text (streamed as chat-completion chunks with ``stream: true``).
+
+Only the agents ``/v1/models`` lists (the primary ones) answer here, and errors come in
+OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``) so its clients raise
+their usual exceptions.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from ..exceptions import UnstorableValueError
 from ..records import new_id
 from .auth import authenticate, require_thread
-from .errors import ApiError, read_json
+from .errors import ApiError, JSONResponse, read_json
 from .state import server_of
 from .streams import turn_events
 
 __all__ = ["openai_routes"]
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "invalid_request_error", 409: "invalid_request_error", 415: "invalid_request_error",
+                422: "invalid_request_error"}
+
+
+def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """Answer the door's errors in OpenAI's error shape (our ``code`` and ``message`` kept)."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: Request) -> Response:
+        try:
+            try:
+                return await handler(request)
+            except UnstorableValueError as exc:
+                raise ApiError(400, str(exc)) from exc
+        except ApiError as exc:
+            body = {"error": {"message": exc.message, "type": _ERROR_TYPES.get(exc.status_code, "api_error"),
+                              "param": getattr(exc, "param", None), "code": exc.code}}
+            return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    return wrapped
+
+
+def _check_messages(messages: list[Any]) -> None:
+    """The shape of ``messages``: objects with a string ``role`` and a string, null or list of
+    content parts, text parts carrying string ``text`` (400 naming the place otherwise)."""
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise ApiError(400, f"{where} must be an object")
+        if not isinstance(message.get("role"), str):
+            raise ApiError(400, f"{where}.role must be a string")
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            raise ApiError(400, f"{where}.content must be a string or a list of content parts")
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise ApiError(400, f"{where}.content[{j}] must be an object with a string 'type'")
+            if part["type"] in ("text", "input_text") and not isinstance(part.get("text"), str):
+                raise ApiError(400, f"{where}.content[{j}].text must be a string")
+
+
+async def _primary(request: Request, model: str) -> bool:
+    """Whether ``model`` names an agent ``/v1/models`` lists (a primary one)."""
+    registry = server_of(request).runtime.registry
+    if not registry.has("agents", model):
+        return False
+    return bool((await registry.aget("agents", model)).primary)
 
 
 def _text_of(content: Any) -> str | None:
@@ -73,6 +131,7 @@ async def chat_completions(request: Request) -> Response:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(422, "field 'messages' must be a non-empty list")
+    _check_messages(messages)
     user_text = None
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "user":
@@ -83,6 +142,9 @@ async def chat_completions(request: Request) -> Response:
     thread_id = body.get("thread") or request.headers.get("x-thread-id")
     if thread_id is not None and not isinstance(thread_id, str):
         raise ApiError(422, "field 'thread' must be a thread id string")
+    if not await _primary(request, model):
+        raise ApiError(404, f"unknown model {model!r}: the model is an agent name (see GET /v1/models)",
+                       code="model_not_found")
     if thread_id:
         thread = await require_thread(request, thread_id, caller)
         owner = rt.registry.find("agents", thread.agent, thread.package)
@@ -90,9 +152,6 @@ async def chat_completions(request: Request) -> Response:
             name = rt.registry.public_name(owner) if owner is not None else thread.agent
             raise ApiError(422, f"thread {thread_id!r} belongs to agent {name!r}, not {model!r}")
     else:
-        if not rt.registry.has("agents", model):
-            raise ApiError(404, f"unknown model {model!r}: the model is an agent name (see GET /v1/models)",
-                           code="model_not_found")
         thread = await rt.create_thread(model, user_id=caller.id, metadata={"source": "openai"})
     cid = new_id("chatcmpl-")
     created = int(time.time())
@@ -135,6 +194,6 @@ async def chat_completions(request: Request) -> Response:
 
 def openai_routes() -> list[BaseRoute]:
     return [
-        Route("/v1/models", list_models, methods=["GET"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", _openai_errors(list_models), methods=["GET"]),
+        Route("/v1/chat/completions", _openai_errors(chat_completions), methods=["POST"]),
     ]

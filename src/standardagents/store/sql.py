@@ -26,6 +26,7 @@ from ..exceptions import NotFoundError, StandardAgentsError, StoreError
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
 from ..records import ExecutionRecord, FileRecord, LogRecord, Message, ThreadRecord, now_ms
 from . import fileops, ops
+from .checks import check_json, check_key, check_path, check_text, check_window
 from .fastpath import SQLiteFastPath
 from .migrate import upgrade_to_head
 from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
@@ -247,21 +248,31 @@ class SQLStore:
     # ------------------------------------------------------------ threads
 
     async def create_thread(self, thread: ThreadRecord) -> ThreadRecord:
+        _check_thread_fields({"id": thread.id, "agent": thread.agent, "user_id": thread.user_id,
+                              "title": thread.title, "parent_id": thread.parent_id, "package": thread.package,
+                              "metadata": thread.metadata})
         return await self._run(ops.create_thread, thread)
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        check_text("thread id", thread_id)
         return await self._run(ops.get_thread, thread_id, write=False)
 
     async def list_threads(
         self, *, agent: str | None = None, user_id: str | None = None,
         parent_id: str | None = None, limit: int = 50, offset: int = 0,
     ) -> list[ThreadRecord]:
+        check_window(limit, offset)
+        for name, value in (("agent", agent), ("user id", user_id), ("parent thread id", parent_id)):
+            check_text(name, value)
         return await self._run(ops.list_threads, agent, user_id, parent_id, limit, offset, write=False)
 
     async def update_thread(self, thread_id: str, **changes: Any) -> ThreadRecord:
+        check_text("thread id", thread_id)
+        _check_thread_fields(changes)
         return await self._run(ops.update_thread, thread_id, changes)
 
     async def delete_thread(self, thread_id: str) -> bool:
+        check_text("thread id", thread_id)
         return await self._run(ops.delete_thread, thread_id)
 
     # ------------------------------------------------------------ messages
@@ -283,11 +294,14 @@ class SQLStore:
         self, thread_id: str, *, limit: int | None = None, offset: int = 0,
         include_silent: bool = True, include_hidden: bool = True, newest_first: bool = False,
     ) -> list[Message]:
+        check_text("thread id", thread_id)
+        check_window(limit, offset)
         fn = self._sqlite_list if self.dialect == "sqlite" else ops.list_messages
         return await self._run(fn, thread_id, limit, offset, include_silent,
                                include_hidden, newest_first, write=False)
 
     async def count_messages(self, thread_id: str, *, include_silent: bool = True) -> int:
+        check_text("thread id", thread_id)
         return await self._run(ops.count_messages, thread_id, include_silent, write=False)
 
     async def commit_step(
@@ -392,41 +406,60 @@ class SQLStore:
         return await self._run(ops.add_log, log)
 
     async def list_logs(self, thread_id: str, *, limit: int = 100, offset: int = 0) -> list[LogRecord]:
+        check_text("thread id", thread_id)
+        check_window(limit, offset)
         return await self._run(ops.list_logs, thread_id, limit, offset, write=False)
 
     # ------------------------------------------------------------ thread files
 
     async def write_file(self, thread_id: str, path: str, data: bytes, *, mime_type: str | None = None,
                          metadata: dict[str, Any] | None = None) -> FileRecord:
+        _check_file(thread_id, path)
+        check_key("mime type", mime_type)
+        check_json("file metadata", metadata)
         return await self._run(ops.write_file, thread_id, path, data, mime_type, metadata)
 
     async def read_file(self, thread_id: str, path: str) -> bytes | None:
+        _check_file(thread_id, path)
         return await self._run(ops.read_file, thread_id, path, write=False)
 
     async def stat_file(self, thread_id: str, path: str) -> FileRecord | None:
+        _check_file(thread_id, path)
         return await self._run(ops.stat_file, thread_id, path, write=False)
 
     async def list_files(self, thread_id: str, prefix: str = "") -> list[FileRecord]:
+        check_text("thread id", thread_id)
+        check_text("file path prefix", prefix)
         return await self._run(ops.list_files, thread_id, prefix, write=False)
 
     async def delete_file(self, thread_id: str, path: str) -> bool:
+        _check_file(thread_id, path)
         return await self._run(ops.delete_file, thread_id, path)
 
     async def stat_path(self, thread_id: str, path: str) -> FileStats | None:
+        _check_file(thread_id, path)
         return await self._run(fileops.stat_path, thread_id, path, write=False)
 
     async def readdir(self, thread_id: str, path: str = "/") -> ReaddirResult | None:
+        _check_file(thread_id, path)
         return await self._run(fileops.readdir, thread_id, path, write=False)
 
     async def find_files(self, thread_id: str, pattern: str, *, limit: int = 1000) -> FindResult:
+        check_text("thread id", thread_id)
+        check_text("pattern", pattern)
         return await self._run(fileops.find_files, thread_id, pattern, limit, write=False)
 
     async def grep_files(self, thread_id: str, pattern: str, *, ignore_case: bool = False,
                          glob: str | None = None, max_matches: int = 1000) -> GrepResult:
+        check_text("thread id", thread_id)
+        check_text("pattern", pattern)
+        check_text("glob", glob)
         return await self._run(fileops.grep_files, thread_id, pattern, ignore_case, glob,
                                max_matches, write=False)
 
     async def read_file_chunk(self, thread_id: str, path: str, offset: int, length: int) -> FileChunk | None:
+        _check_file(thread_id, path)
+        check_window(length, offset)
         return await self._run(fileops.read_file_chunk, thread_id, path, offset, length, write=False)
 
     # ------------------------------------------------------------ env values
@@ -478,15 +511,19 @@ class SQLStore:
     # ------------------------------------------------------------ user values
 
     async def set_user_value(self, user_id: str, key: str, value: Any) -> None:
+        check_key("value key", key)
+        check_json("value", value)
         await self._run(ops.set_user_value, user_id, key, value)
 
     async def get_user_value(self, user_id: str, key: str) -> Any:
+        check_key("value key", key)
         return await self._run(ops.get_user_value, user_id, key, write=False)
 
     async def list_user_values(self, user_id: str) -> dict[str, Any]:
         return await self._run(ops.list_user_values, user_id, write=False)
 
     async def delete_user_value(self, user_id: str, key: str) -> bool:
+        check_key("value key", key)
         return await self._run(ops.delete_user_value, user_id, key)
 
     # ------------------------------------------------------------ scheduled effects
@@ -500,6 +537,7 @@ class SQLStore:
         return await self._run(ops.schedule_effect, effect)
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
+        check_text("effect id", effect_id)
         return await self._run(ops.get_effect, effect_id, write=False)
 
     async def claim_due_effects(self, now: int, worker_id: str, limit: int = 10,
@@ -536,6 +574,22 @@ class SQLStore:
 
     async def list_subagents(self, parent_thread_id: str) -> list[SubagentRecord]:
         return await self._run(ops.list_subagents, parent_thread_id, write=False)
+
+
+def _check_thread_fields(fields: dict[str, Any]) -> None:
+    """Thread columns refused before the statement: ids within 64 characters, names within 255."""
+    sizes = {"id": 64, "user_id": 64, "parent_id": 64, "agent": 255, "agent_id": 255, "package": 255}
+    for name, value in fields.items():
+        label = "thread " + name.replace("_", " ")
+        if name == "metadata":
+            check_json("metadata", value)
+        elif isinstance(value, str):
+            check_text(label, value, max_length=sizes.get(name))
+
+
+def _check_file(thread_id: str, path: str) -> None:
+    check_text("thread id", thread_id)
+    check_path(path)
 
 
 def _reason(exc: BaseException) -> str:
