@@ -1,5 +1,6 @@
 """The OpenAPI 3.1 document of the built-in API, assembled by hand so it states exactly
-what the routes accept and answer."""
+what the routes accept and answer: every operation lists every status it can answer, each
+error with the shared error body."""
 
 from __future__ import annotations
 
@@ -7,20 +8,22 @@ from typing import Any
 
 __all__ = ["openapi_document"]
 
-_ERROR = {"type": "object", "properties": {"error": {"type": "object", "properties": {
-    "code": {"type": "string"}, "message": {"type": "string"}}, "required": ["code", "message"]}}}
+_ERROR = {"type": "object", "required": ["error"], "properties": {"error": {
+    "type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+    "required": ["code", "message"]}}}
 
 _THREAD = {"type": "object", "properties": {
     "id": {"type": "string"}, "agent_id": {"type": "string"}, "user_id": {"type": ["string", "null"]},
     "title": {"type": ["string", "null"]}, "metadata": {"type": "object"}, "created_at": {"type": "integer"},
     "updated_at": {"type": "integer"}, "running": {"type": "boolean"}}}
 
+_INT64 = 2**63 - 1
 _PAGE = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
-    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": _INT64}},
 ]
 _THREAD_ID = {"name": "thread_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
+_KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1, "maxLength": 200}}
 _PATH = {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}
 _FILE_QUERY = [{"name": n, "in": "query", "schema": {"type": t}}
                for n, t in (("prefix", "string"), ("dir", "string"), ("glob", "string"), ("grep", "string"),
@@ -28,77 +31,119 @@ _FILE_QUERY = [{"name": n, "in": "query", "schema": {"type": t}}
 _FILE_READ_QUERY = [{"name": n, "in": "query", "schema": {"type": t}}
                     for n, t in (("stat", "boolean"), ("offset", "integer"), ("length", "integer"))]
 
+_REASONS = {
+    400: "malformed request: invalid JSON, NaN or infinity, too deep, invalid Unicode, a NUL character, "
+         "a number out of range",
+    401: "missing or invalid API token", 403: "the caller may not use this thread or action",
+    404: "no such thread, file, value or model", 409: "the effect already ran",
+    413: "the body is over the size limit", 415: "the body is not JSON",
+    422: "a field or query parameter has the wrong value", 502: "the agent failed",
+}
+#: what every operation can answer: a NUL in the URL (400) and no or a bad token (401)
+_ALWAYS = (400, 401)
+#: an operation on one thread: the thread is unknown (404) or another user's (403)
+_THREAD_ERRORS = (403, 404)
+#: an operation that reads a JSON body
+_BODY_ERRORS = (413, 415, 422)
+
 
 def _op(summary: str, *, params: list[dict[str, Any]] | None = None, body: dict[str, Any] | None = None,
-        ok: str = "200", content: str = "application/json", tag: str = "threads") -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "tags": [tag], "parameters": params or [],
-                          "responses": {ok: {"description": "success", "content": {content: {}}},
-                                        "401": {"description": "missing or invalid API token",
-                                                "content": {"application/json": {"schema": _ERROR}}}}}
+        ok: dict[str, tuple[str, ...]] | None = None, errors: tuple[int, ...] = (), tag: str = "threads") -> dict[str, Any]:
+    """One operation; ``ok`` maps each success status to its media types (none for 204)."""
+    responses: dict[str, Any] = {}
+    for status, media in (ok or {"200": ("application/json",)}).items():
+        response: dict[str, Any] = {"description": "success"}
+        if media:
+            response["content"] = {m: {} for m in media}
+        responses[status] = response
+    for status in sorted({*_ALWAYS, *errors, *(_BODY_ERRORS if body is not None else ())}):
+        responses[str(status)] = {"description": _REASONS[status],
+                                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    op: dict[str, Any] = {"summary": summary, "tags": [tag], "parameters": params or [], "responses": responses}
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     return op
 
 
+def _flag(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "schema": {"type": "boolean"}}
+
+
 def openapi_document(prefix: str) -> dict[str, Any]:
     """The document for routes mounted under ``prefix``."""
     p, t = prefix, f"{prefix}/threads/{{thread_id}}"
+    json_ = ("application/json",)
+    thread_op = (*_THREAD_ERRORS,)
     message_body = {"type": "object", "properties": {
         "content": {"type": "string"}, "attachments": {"type": "array", "items": {"type": "object"}},
         "parts": {"type": "array", "items": {"type": "object"}}, "metadata": {"type": "object"},
         "silent": {"type": "boolean"}}}
     paths: dict[str, Any] = {
-        f"{p}/agents": {"get": _op("List agents (primary only unless all=true)", tag="agents", params=[
-            {"name": "all", "in": "query", "schema": {"type": "boolean"}}])},
+        f"{p}/agents": {"get": _op("List agents (primary only unless all=true)", tag="agents", params=[_flag("all")],
+                                   errors=(422,))},
         f"{p}/threads": {
             "get": _op("List threads", params=[*_PAGE, {"name": "agent", "in": "query", "schema": {"type": "string"}},
-                                               {"name": "user", "in": "query", "schema": {"type": "string"}}]),
-            "post": _op("Create a thread", ok="201", body={"type": "object", "required": ["agent"], "properties": {
-                "agent": {"type": "string"}, "title": {"type": "string"}, "metadata": {"type": "object"},
-                "user_id": {"type": "string"}}}),
+                                               {"name": "user", "in": "query", "schema": {"type": "string"}}],
+                       errors=(403, 422)),
+            "post": _op("Create a thread", ok={"201": json_}, errors=(403,), body={
+                "type": "object", "required": ["agent"], "properties": {
+                    "agent": {"type": "string"}, "title": {"type": "string"}, "metadata": {"type": "object"},
+                    "user_id": {"type": "string"}}}),
         },
-        t: {"get": _op("Get a thread", params=[_THREAD_ID]), "delete": _op("Delete a thread", params=[_THREAD_ID], ok="204")},
+        t: {"get": _op("Get a thread", params=[_THREAD_ID], errors=thread_op),
+            "delete": _op("Delete a thread", params=[_THREAD_ID], ok={"204": ()}, errors=thread_op)},
         f"{t}/messages": {
-            "get": _op("List messages", params=[_THREAD_ID, *_PAGE, {"name": "include_silent", "in": "query",
-                                                                      "schema": {"type": "boolean"}}]),
+            "get": _op("List messages", params=[_THREAD_ID, *_PAGE, _flag("include_silent")], errors=(*thread_op, 422)),
             "post": _op("Send a message: 202 with the execution id, SSE with stream=true, the result with wait=true",
-                        ok="202", body=message_body, params=[_THREAD_ID,
-                                                             {"name": "stream", "in": "query", "schema": {"type": "boolean"}},
-                                                             {"name": "wait", "in": "query", "schema": {"type": "boolean"}}]),
+                        ok={"202": json_, "200": ("application/json", "text/event-stream")}, body=message_body,
+                        params=[_THREAD_ID, _flag("stream"), _flag("wait")], errors=thread_op),
         },
-        f"{t}/stop": {"post": _op("Stop the running execution", params=[_THREAD_ID])},
-        f"{t}/effects": {"get": _op("Scheduled effects of the thread", params=[_THREAD_ID, {
+        f"{t}/stop": {"post": _op("Stop the running execution", params=[_THREAD_ID], errors=thread_op)},
+        f"{t}/effects": {"get": _op("Scheduled effects of the thread", errors=thread_op, params=[_THREAD_ID, {
             "name": "status", "in": "query", "schema": {"type": "string"}}])},
-        f"{p}/effects/{{effect_id}}/cancel": {"post": _op("Cancel a pending effect", params=[
+        f"{p}/effects/{{effect_id}}/cancel": {"post": _op("Cancel a pending effect", errors=(*thread_op, 409), params=[
             {"name": "effect_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
         f"{t}/approvals": {
-            "get": _op("Calls waiting for approval, with their resume tokens", params=[_THREAD_ID]),
+            "get": _op("Calls waiting for approval, each with interruption {id, toolName, args} and its stateToken",
+                       params=[_THREAD_ID], errors=thread_op),
             "post": _op("Approve or deny a paused call; the last decision resumes the same execution",
+                        ok={"200": json_, "202": json_}, errors=thread_op,
                         params=[_THREAD_ID], body={"type": "object", "required": ["token", "approved"], "properties": {
                             "token": {"type": "string"}, "approved": {"type": "boolean"}, "reason": {"type": "string"}}}),
         },
         f"{t}/stream": {"get": _op("Live events (SSE); includeReasoning=true adds reasoning chunks",
-                                   content="text/event-stream", params=[_THREAD_ID, {
-                                       "name": "includeReasoning", "in": "query", "schema": {"type": "boolean"}}])},
-        f"{t}/ws": {"get": _op("Live events (WebSocket)", params=[_THREAD_ID], ok="101")},
+                                   ok={"200": ("text/event-stream",)}, errors=thread_op,
+                                   params=[_THREAD_ID, _flag("includeReasoning")])},
+        f"{t}/ws": {"get": _op("Live events (WebSocket)", params=[_THREAD_ID], ok={"101": ()}, errors=thread_op)},
         f"{t}/files": {"get": _op("List thread files; dir= lists a directory, glob= finds by pattern, "
-                                  "grep= searches lines by regex", params=[_THREAD_ID, *_FILE_QUERY])},
-        f"{t}/files/{{path}}": {"get": _op("Read a thread file; stat=true for its stats, offset=/length= for a chunk",
-                                           params=[_THREAD_ID, _PATH, *_FILE_READ_QUERY], content="application/octet-stream"),
-                                "put": _op("Write a thread file (raw body)", params=[_THREAD_ID, _PATH])},
-        f"{t}/logs": {"get": _op("List thread logs", params=[_THREAD_ID, *_PAGE])},
+                                  "grep= searches lines by regex", params=[_THREAD_ID, *_FILE_QUERY],
+                                  errors=(*thread_op, 422))},
+        f"{t}/files/{{path}}": {
+            "get": _op("Read a thread file (served with its own media type); stat=true for its stats, "
+                       "offset=/length= for a chunk", params=[_THREAD_ID, _PATH, *_FILE_READ_QUERY],
+                       ok={"200": ("*/*",)}, errors=(*thread_op, 422)),
+            "put": _op("Write a thread file (raw body, up to 1,024 characters of path)", params=[_THREAD_ID, _PATH],
+                       ok={"200": json_, "201": json_}, errors=(*thread_op, 413, 422)),
+        },
+        f"{t}/logs": {"get": _op("List thread logs", params=[_THREAD_ID, *_PAGE], errors=(*thread_op, 422))},
         f"{p}/users/me": {"get": _op("The caller", tag="users")},
-        f"{p}/users/me/stream": {"get": _op("The caller's live events (SSE)", tag="users", content="text/event-stream")},
+        f"{p}/users/me/stream": {"get": _op("The caller's live events (SSE)", tag="users",
+                                            ok={"200": ("text/event-stream",)})},
         f"{p}/users/me/values": {"get": _op("The caller's values", tag="users")},
         f"{p}/users/me/values/{{key}}": {
-            "get": _op("Read a value", tag="users", params=[_KEY]),
+            "get": _op("Read a value", tag="users", params=[_KEY], errors=(404, 422)),
             "put": _op("Write a value", tag="users", params=[_KEY], body={"type": "object", "required": ["value"]}),
-            "delete": _op("Delete a value", tag="users", params=[_KEY], ok="204"),
+            "delete": _op("Delete a value", tag="users", params=[_KEY], ok={"204": ()}, errors=(404, 422)),
         },
-        "/v1/models": {"get": _op("Agents as OpenAI models", tag="openai")},
-        "/v1/chat/completions": {"post": _op("OpenAI-compatible chat completions (model = agent name)", tag="openai",
-                                             body={"type": "object", "required": ["model", "messages"]})},
+        "/v1/models": {"get": _op("Agents as OpenAI models (the primary ones)", tag="openai")},
+        "/v1/chat/completions": {"post": _op(
+            "OpenAI-compatible chat completions (model = a primary agent's name); errors in OpenAI's shape",
+            tag="openai", ok={"200": ("application/json", "text/event-stream")}, errors=(403, 404, 502),
+            body={"type": "object", "required": ["model", "messages"]})},
     }
+    paths[f"{p}/openapi.json"] = {"get": {"summary": "This document", "tags": ["meta"], "security": [],
+                                          "responses": {"200": {"description": "success",
+                                                                "content": {"application/json": {}}}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "standardagents API", "version": "1"},
