@@ -305,3 +305,26 @@ async def test_the_server_keeps_serving_through_hostile_code(pool: SandboxPool, 
     finally:
         rt.sandbox_pool = None
         await rt.aclose()
+
+
+async def test_a_project_with_the_tool_warms_its_sandbox_ahead(pool: SandboxPool, tmp_path: Any) -> None:
+    from standardagents.sandbox.thread import prewarm_sandbox
+
+    coder = define_prompt(name="coder_prompt", prompt="Compute.", tools=["run_code"])
+    plain = define_prompt(name="coder_prompt", prompt="Talk.")
+    agent = define_agent(name="coder", side_a={"prompt": "coder_prompt"})
+    with_tool = await Runtime.open(build_registry(agent, coder), database_url=f"sqlite:///{tmp_path / 'a.db'}")
+    without = await Runtime.open(build_registry(agent, plain), database_url=f"sqlite:///{tmp_path / 'b.db'}")
+    try:
+        assert prewarm_sandbox(without) is False and without.sandbox_pool is None
+        assert prewarm_sandbox(with_tool) is True
+        warming = with_tool.sandbox_pool
+        await asyncio.gather(*warming._refill)
+        assert [proc.alive for proc in warming._fresh] == [True]
+        thread = await with_tool.store.create_thread(ThreadRecord(agent="coder"))
+        result = await (await with_tool.state(thread.id)).run_code("6 * 7")
+        assert (result.status, result.result) == ("completed", 42)
+    finally:
+        await with_tool.aclose()
+        await without.aclose()
+    assert warming._fresh == [] and not any(warming._idle.values())

@@ -86,6 +86,10 @@ class SandboxPool:
         else:
             self._fresh.append(proc)
 
+    def prewarm(self) -> None:
+        """Start the fresh processes in the background (a server does it at start-up)."""
+        self._top_up()
+
     async def warm(self) -> None:
         """Start the fresh processes now and wait until they are ready."""
         while not self._closed and len(self._fresh) < self.size:

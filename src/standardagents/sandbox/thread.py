@@ -17,7 +17,7 @@ from .types import CodeExecutionLog, CodeExecutionResult
 if TYPE_CHECKING:
     from ..engine.state import ThreadState
 
-__all__ = ["MAX_WORKSPACE_BYTES", "run_thread_code", "sandbox_pool_for"]
+__all__ = ["MAX_WORKSPACE_BYTES", "prewarm_sandbox", "run_thread_code", "sandbox_pool_for"]
 
 #: bytes of thread files one run may take in, and write back
 MAX_WORKSPACE_BYTES = 64 * 1024 * 1024
@@ -30,6 +30,17 @@ def sandbox_pool_for(runtime: Any) -> SandboxPool:
         pool = SandboxPool()
         runtime.sandbox_pool = pool
     return pool
+
+
+def prewarm_sandbox(runtime: Any) -> bool:
+    """Start warming the runtime's sandbox when its project has a ``run_code`` tool, so the
+    first call doesn't pay the cold start. True when it started."""
+    from .tool import RUN_CODE_TOOL
+
+    if not runtime.registry.has("tools", RUN_CODE_TOOL):
+        return False
+    sandbox_pool_for(runtime).prewarm()
+    return True
 
 
 def _workspace_name(path: str) -> str | None:

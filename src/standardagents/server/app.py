@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..engine.runtime import Runtime
 from ..relay import relay_for_store
+from ..sandbox.thread import prewarm_sandbox
 from .api import WorkerHeaderMiddleware, api_routes
 from .endpoints import EndpointTable, dispatch_controller, dispatch_thread_endpoint
 from .errors import BodyLimitMiddleware, ErrorMiddleware, http_exception_handler
@@ -82,6 +83,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             app.state.server = _state(rt, prefix, dev, max_body, builtins)
         scheduler = EffectScheduler(rt)
         scheduler.start()
+        # a project with the run_code tool gets its sandbox warmed now, not at the first call
+        prewarm_sandbox(rt)
         watcher = None
         if os.environ.get(f"{ENV_PREFIX}WATCH") == "1" and rt.registry.root is not None:
             # a changed agent, prompt or tool file is used from the next step on
