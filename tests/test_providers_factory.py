@@ -72,7 +72,13 @@ def test_unknown_provider_is_a_definition_error() -> None:
         create_provider(ProviderSpec(provider="nope"))
 
 
-async def test_registered_factory_is_used() -> None:
+async def test_registered_factory_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from standardagents.providers import factory
+
+    # the registration (and the provider it builds) stay within this test
+    monkeypatch.setattr(factory, "_FACTORIES", dict(factory._FACTORIES))
+    monkeypatch.setattr(factory, "_CACHE", {})
+
     class Fixed(ModelProvider):
         def __init__(self, text: str) -> None:
             self.text = text
@@ -84,3 +90,4 @@ async def test_registered_factory_is_used() -> None:
     provider = create_provider(ProviderSpec(provider="fixed", options={"text": "hello"}))
     reply = await provider.request(ModelRequest(model="m", messages=[]))
     assert reply.text == "hello"
+    assert "fixed" in factory.registered_providers()

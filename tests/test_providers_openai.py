@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -223,14 +224,21 @@ async def test_request_sends_tools_and_options(stub: OpenAIStub, provider: OpenA
 
 async def test_all_concurrent_requests_are_in_flight_at_once() -> None:
     count = 200
-    async with OpenAIStub(lambda body: StubReply(text="ok", delay=0.5)) as own_stub:
+    release = threading.Event()
+    async with OpenAIStub(lambda body: StubReply(text="ok", hold=release)) as own_stub:
         client = OpenAIProvider(own_stub.base_url)
         try:
-            results = await asyncio.gather(*(client.request(ask()) for _ in range(count)))
+            pending = [asyncio.ensure_future(client.request(ask())) for _ in range(count)]
+            # no reply is sent before every request has reached the endpoint: all of them are
+            # in flight at once only if none waits for a connection another one holds
+            await own_stub.wait_requests_async(count, timeout=60)
+            assert own_stub.max_in_flight == count
+            release.set()
+            results = await asyncio.gather(*pending)
         finally:
+            release.set()
             await client.aclose()
-        assert len(results) == count
-        assert own_stub.max_in_flight == count
+        assert [r.text for r in results] == ["ok"] * count
 
 
 def test_remote_endpoint_without_key_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -64,6 +64,14 @@ class LoopbackServer:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._closing.wait(), seconds)
 
+    async def _hold(self, event: threading.Event) -> None:
+        """Wait until ``event`` is set (from any thread), or the server shuts down.
+
+        Polled: the setter runs on another thread and has no handle on this loop, and a
+        blocking wait in an executor thread per held request would exhaust the pool."""
+        while not event.is_set() and not (self._closing is not None and self._closing.is_set()):  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+
     def start(self) -> Self:
         """Start serving in a background thread; returns once the port accepts connections."""
         import uvicorn

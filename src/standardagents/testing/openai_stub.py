@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class StubReply:
     stall_after_chunks: int | None = None
     stall_seconds: float = 30.0
     reasoning_field: str = "reasoning_content"
+    #: answer only once this event is set (a test holds replies until the requests it expects arrived)
+    hold: threading.Event | None = None
 
 
 ReplyLike = StubReply | str
@@ -199,6 +202,8 @@ class OpenAIStub(ScriptedServer[StubReply]):
         self.models = models or ["stub-model"]
         self.max_in_flight = 0
         self._in_flight = 0
+        #: streamed replies the client closed while the stub was stalled mid-reply
+        self.abandoned = 0
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -216,6 +221,7 @@ class OpenAIStub(ScriptedServer[StubReply]):
         """Forget received requests, queued replies and the in-flight high-water mark."""
         super().reset()
         self.max_in_flight = self._in_flight
+        self.abandoned = 0
 
     # -- ASGI ------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -249,7 +255,7 @@ class OpenAIStub(ScriptedServer[StubReply]):
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
-            await self._reply(body, send)
+            await self._reply(body, send, receive)
         finally:
             self._in_flight -= 1
 
@@ -260,10 +266,36 @@ class OpenAIStub(ScriptedServer[StubReply]):
                     "headers": [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})
 
-    async def _reply(self, body: dict[str, Any], send: Send) -> None:
+    async def _stall(self, seconds: float, receive: Receive) -> bool:
+        """Pause mid-stream; True when the client closed the connection meanwhile (the
+        body was read in full, so the next message is the disconnect)."""
+        gone = asyncio.ensure_future(receive())
+        pause = asyncio.ensure_future(self._pause(seconds))
+        await asyncio.wait({gone, pause}, return_when=asyncio.FIRST_COMPLETED)
+        pause.cancel()
+        if gone.done() and gone.result().get("type") == "http.disconnect":
+            with self._cond:
+                self.abandoned += 1
+                self._cond.notify_all()
+            return True
+        gone.cancel()
+        return False
+
+    def wait_abandoned(self, n: int, timeout: float = 5.0) -> bool:
+        """Whether ``n`` stalled streams were closed by the client within ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.abandoned >= n, timeout)
+
+    async def wait_abandoned_async(self, n: int, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
+        """Like :meth:`wait_abandoned`, without blocking the calling event loop."""
+        return await asyncio.to_thread(self.wait_abandoned, n, timeout)
+
+    async def _reply(self, body: dict[str, Any], send: Send, receive: Receive) -> None:
         serial = self._record(body)
         reply = self._next_reply(body)
         await self._pause(reply.delay)
+        if reply.hold is not None:
+            await self._hold(reply.hold)
         if reply.error_status is not None:
             payload = reply.error_body if reply.error_body is not None else {
                 "error": {"message": f"stub error {reply.error_status}", "type": "stub_error",
@@ -286,7 +318,8 @@ class OpenAIStub(ScriptedServer[StubReply]):
             if reply.drop_after_chunks is not None and sent >= reply.drop_after_chunks:
                 raise _DropConnection("dropped on purpose")
             if reply.stall_after_chunks is not None and sent == reply.stall_after_chunks:
-                await self._pause(reply.stall_seconds)
+                if await self._stall(reply.stall_seconds, receive):
+                    return
             await send({"type": "http.response.body", "body": b"data: " + _dumps(chunk) + b"\n\n",
                         "more_body": True})
             sent += 1
