@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine_helpers import stub_model
-from standardagents import Runtime, define_agent, define_prompt, define_tool
+from standardagents import Runtime, define_agent, define_hook, define_prompt, define_tool
 from standardagents.engine.approvals import ApprovalError
 from standardagents.project import build_registry
 from standardagents.store import open_store
@@ -69,6 +69,31 @@ async def test_an_output_guardrail_trips_mid_stream_and_clients_never_get_the_re
     reply = (await rt.store.list_messages(result.thread_id))[-1]
     assert reply.status == "guardrail" and reply.content == seen
     assert any(e.type == "guardrail" and e.data["kind"] == "output" for e in events)
+
+
+async def test_an_output_guardrail_trip_closes_the_model_stream_at_once(stub, make_runtime):
+    # The stub stalls mid-reply (a model still generating). When the tripped reply is stored
+    # the engine must already have closed that stream itself: the hook checks without giving
+    # the event loop a turn, so a close left to the stream's garbage collection (which runs
+    # on a later turn of the loop) does not count.
+    clean = "This is a perfectly fine sentence. " * 6
+    tail = " and the model keeps writing" * 20
+    stub.queue(StubReply(text=clean + "FORBIDDEN detail" + tail, chunk_size=5, stall_after_chunks=80,
+                         stall_seconds=30))
+    closed_before_store: list[bool] = []
+
+    async def on_created(state, message, context):
+        if message.status == "guardrail":
+            closed_before_store.append(stub.wait_abandoned(1, timeout=5))
+
+    hook = define_hook(hook="after_create_message", id="watch_reply", execute=on_created)
+    prompt = define_prompt(name="main", prompt="x", output_guardrails=["no_secrets"], guardrail_chunk_size=40)
+    agent = define_agent(name="helper", side_a={"prompt": "main"}, hooks=["watch_reply"])
+    rt = await make_runtime(agent, prompt, no_secrets, hook, stub_model(stub))
+    result = await rt.run("helper", "tell me")
+    assert (result.stop_reason, result.outcome) == ("interrupted", "guardrail")
+    assert closed_before_store == [True]
+    assert stub.abandoned == 1
 
 
 async def test_a_guardrail_tool_is_not_offered_to_the_model(stub, make_runtime):

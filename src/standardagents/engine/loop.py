@@ -9,9 +9,11 @@ execution ends with exactly one ``done`` event, whatever fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -47,6 +49,17 @@ if TYPE_CHECKING:
 __all__ = ["Execution", "ExecutionResult"]
 
 log = logging.getLogger("standardagents.engine")
+
+@contextlib.asynccontextmanager
+async def _closing(stream: Any) -> AsyncIterator[Any]:
+    """``stream``, closed on the way out when it can be (async generators can)."""
+    try:
+        yield stream
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
 
 StopReason = Literal["complete", "interrupted", "error", "cancelled"]
 
@@ -604,37 +617,40 @@ class Execution:
                     bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
 
             guard = OutputGuard(self.state, setup.output_guardrails, release, setup.prompt.guardrail_chunk_size)
-        async for delta in provider.stream(request):
-            if type(delta) is TextDelta:
-                for kind, piece in splitter.feed(delta.text):
-                    if kind == "text":
-                        text_parts.append(piece)
-                        if guard is not None:
-                            await guard.feed(piece)
+        # Closed as soon as this loop stops reading (a tripped guardrail, a stop, an error):
+        # the connection is dropped at once, so the model stops generating (and billing).
+        async with _closing(provider.stream(request)) as deltas:
+            async for delta in deltas:
+                if type(delta) is TextDelta:
+                    for kind, piece in splitter.feed(delta.text):
+                        if kind == "text":
+                            text_parts.append(piece)
+                            if guard is not None:
+                                await guard.feed(piece)
+                            elif listening:
+                                bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
                         elif listening:
-                            bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-                    elif listening:
-                        bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-            elif type(delta) is ToolCallDelta:
-                await self._on_call_delta(delta, calls, setup)
-            elif type(delta) is ReasoningDelta:
-                if listening:
-                    bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": delta.text, "side": side})
-            elif type(delta) is StreamEnd:
-                for kind, piece in splitter.flush():
-                    if kind == "text":
-                        text_parts.append(piece)
-                        if guard is not None:
-                            await guard.feed(piece)
+                            bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
+                elif type(delta) is ToolCallDelta:
+                    await self._on_call_delta(delta, calls, setup)
+                elif type(delta) is ReasoningDelta:
+                    if listening:
+                        bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": delta.text, "side": side})
+                elif type(delta) is StreamEnd:
+                    for kind, piece in splitter.flush():
+                        if kind == "text":
+                            text_parts.append(piece)
+                            if guard is not None:
+                                await guard.feed(piece)
+                            elif listening:
+                                bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
                         elif listening:
-                            bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-                    elif listening:
-                        bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-                if guard is not None:
-                    await guard.check()
-                response = delta.response
-                await self._started_from_response(response, setup, {i for i, slot in calls.items() if slot["started"]})
-                return response
+                            bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
+                    if guard is not None:
+                        await guard.check()
+                    response = delta.response
+                    await self._started_from_response(response, setup, {i for i, slot in calls.items() if slot["started"]})
+                    return response
         raise ProviderError("the model's stream ended without a final response", retriable=True, before_first_token=not text_parts)
 
     async def _on_call_delta(self, delta: ToolCallDelta, calls: dict[int, dict[str, Any]], setup: SideSetup) -> None:
