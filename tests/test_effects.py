@@ -191,6 +191,80 @@ async def test_two_schedulers_on_one_database_run_each_effect_once(backend):
             await rt.aclose()
 
 
+slow_gate: dict[str, asyncio.Event] = {}
+
+
+async def slow(state: Any, args: dict[str, Any]) -> str:
+    calls.append((state.thread_id, dict(args)))
+    if slow_gate["started"].is_set():
+        return "a second run"  # (never waits: a test that catches a double run must not hang)
+    slow_gate["started"].set()
+    await slow_gate["release"].wait()
+    return "finally"
+
+
+async def test_a_slow_effect_outliving_its_lease_is_not_taken_over_by_another_scheduler(backend):
+    defs = [*definitions(), define_effect(name="slow", description="Takes its time.", handler=slow)]
+    slow_gate.update(started=asyncio.Event(), release=asyncio.Event())
+    runtimes = [await Runtime.open(build_registry(*defs), store=backend.new_store()) for _ in range(2)]
+    try:
+        state = await new_thread(runtimes[0])
+        effect_id = await state.schedule_effect("slow", {})
+        lease_ms = 1000
+        first, second = (EffectScheduler(rt, lease_ms=lease_ms) for rt in runtimes)
+        running = asyncio.get_running_loop().create_task(first.run_due())
+        await slow_gate["started"].wait()
+        claimed = await runtimes[1].store.get_effect(effect_id)
+        assert claimed is not None and claimed.status == "running"
+        # let the clock pass the end of the lease the effect was first claimed under
+        await asyncio.sleep((claimed.claimed_until - now_ms()) / 1000 + 0.1)
+        assert now_ms() > claimed.claimed_until
+        assert await second.run_due() == []  # the lease was renewed: still the first's
+        slow_gate["release"].set()
+        [ran] = await running
+        assert (ran.id, ran.status, ran.result, ran.attempts) == (effect_id, "done", "finally", 1)
+        assert len(calls) == 1
+    finally:
+        slow_gate["release"].set()
+        for rt in runtimes:
+            await rt.aclose()
+
+
+async def test_a_retry_is_due_a_backoff_after_the_effects_own_failure(make_runtime):
+    failed_at: list[int] = []
+
+    async def fails(state: Any, args: dict[str, Any]) -> str:
+        failed_at.append(now_ms())
+        raise ConnectionError("unreachable")
+
+    async def takes_a_while(state: Any, args: dict[str, Any]) -> str:
+        await asyncio.sleep(0.2)  # a slow effect earlier in the same pass
+        return "ok"
+
+    rt = await make_runtime(*definitions(), define_effect(name="fails", description="Fails.", handler=fails),
+                            define_effect(name="takes_a_while", description="Slow.", handler=takes_a_while))
+    state = await new_thread(rt)
+    await state.schedule_effect("takes_a_while", {})
+    failing = await state.schedule_effect("fails", {}, delay=0.001)
+    await asyncio.sleep(0.01)  # both due
+    ran = {e.id: e for e in await EffectScheduler(rt, base_backoff=1.0).run_due()}
+    assert ran[failing].status == "pending"
+    assert ran[failing].run_at >= failed_at[0] + backoff_ms(1, 1.0)
+
+
+async def test_stopping_the_scheduler_passes_the_callers_cancellation_on(make_runtime):
+    rt = await make_runtime(*definitions())
+    scheduler = EffectScheduler(rt, interval=60)
+    scheduler.start()
+    await asyncio.sleep(0)
+    caller = asyncio.get_running_loop().create_task(scheduler.stop())
+    await asyncio.sleep(0)  # the caller now waits for the scheduler's task to end
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert caller.cancelled()
+
+
 def write_project(root: Path) -> None:
     (root / "agents" / "agents").mkdir(parents=True)
     (root / "agents" / "prompts").mkdir()

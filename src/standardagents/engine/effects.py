@@ -9,6 +9,7 @@ scheduler (or a restarted process) never runs an effect again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -71,13 +72,18 @@ class EffectScheduler:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        """Stop the background passes and wait for the current one to end. A cancellation of
+        the caller itself while it waits is passed on, not swallowed."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
 
     async def _run(self) -> None:
         while True:
@@ -88,18 +94,47 @@ class EffectScheduler:
             await asyncio.sleep(self.interval)
 
     async def run_due(self, now: int | None = None) -> list[EffectRecord]:
-        """Claim and run every effect due at ``now`` (epoch ms, default: the clock);
-        returns the effects this pass ran, as stored afterwards."""
-        at = now_ms() if now is None else now
-        claimed = await self.runtime.store.claim_due_effects(at, self.worker_id, self.batch, self.lease_ms)
+        """Claim and run the effects due at ``now`` (epoch ms, default: the clock), up to
+        ``batch`` of them; returns the effects this pass ran, as stored afterwards.
+
+        Effects are claimed one at a time, just before each runs, and the lease of the one
+        running is renewed while it runs: an effect waiting behind a slow one is never held
+        under a lease that runs out, and a slow effect is never taken over (and run a
+        second time) by another scheduler."""
+        store = self.runtime.store
         done: list[EffectRecord] = []
-        for effect in claimed:
-            await self._run_one(effect, at)
-            after = await self.runtime.store.get_effect(effect.id)
+        for _ in range(self.batch):
+            at = now_ms() if now is None else now
+            claimed = await store.claim_due_effects(at, self.worker_id, 1, self.lease_ms)
+            if not claimed:
+                break
+            effect = claimed[0]
+            renewal = asyncio.get_running_loop().create_task(self._renew(effect.id))
+            try:
+                await self._run_one(effect, now)
+            finally:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+            after = await store.get_effect(effect.id)
             done.append(after if after is not None else effect)
         return done
 
-    async def _run_one(self, effect: EffectRecord, at: int) -> None:
+    async def _renew(self, effect_id: str) -> None:
+        """Keep the lease of a running effect ahead of the clock (every third of a lease)."""
+        every = max(self.lease_ms / 3000, 0.01)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                owned = await self.runtime.store.renew_effect(effect_id, self.worker_id, now_ms() + self.lease_ms)
+            except Exception:
+                log.warning("could not renew the lease of effect %s", effect_id, exc_info=True)
+                continue
+            if not owned:
+                log.warning("effect %s is no longer claimed by this scheduler", effect_id)
+                return
+
+    async def _run_one(self, effect: EffectRecord, now: int | None) -> None:
         rt = self.runtime
         store = rt.store
         try:
@@ -116,7 +151,8 @@ class EffectScheduler:
             result = await definition.run(state, effect.args or {})
         except Exception as exc:
             attempts = effect.attempts
-            retry_at = None if attempts >= definition.max_attempts else at + backoff_ms(attempts, self.base_backoff)
+            failed_at = now_ms() if now is None else now  # this effect's own failure time
+            retry_at = None if attempts >= definition.max_attempts else failed_at + backoff_ms(attempts, self.base_backoff)
             log.warning("effect %s (%s) failed on attempt %s of %s: %s", effect.id, effect.name, attempts,
                         definition.max_attempts, exc)
             await store.fail_effect(effect.id, f"{type(exc).__name__}: {exc}", retry_at, worker_id=self.worker_id)

@@ -738,6 +738,12 @@ def _owned(effect_id: str, worker_id: str | None) -> Any:
     return and_(cond, e.claimed_by == worker_id) if worker_id is not None else cond
 
 
+def renew_effect(conn: Connection, effect_id: str, worker_id: str, claimed_until: int) -> bool:
+    res = conn.execute(update(scheduled_effects).where(_owned(effect_id, worker_id))
+                       .values(claimed_until=claimed_until))
+    return res.rowcount > 0
+
+
 def finish_effect(conn: Connection, effect_id: str, result: Any, worker_id: str | None) -> bool:
     res = conn.execute(update(scheduled_effects).where(_owned(effect_id, worker_id))
                        .values(status="done", result=result, claimed_until=None,

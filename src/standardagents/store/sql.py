@@ -545,6 +545,10 @@ class SQLStore:
         """Atomically claim due effects for ``worker_id``: no two workers get the same one."""
         return await self._run(ops.claim_due_effects, now, worker_id, limit, lease_ms)
 
+    async def renew_effect(self, effect_id: str, worker_id: str, claimed_until: int) -> bool:
+        """Extend ``worker_id``'s lease on a running effect; ``False`` when it no longer owns it."""
+        return await self._run(ops.renew_effect, effect_id, worker_id, claimed_until)
+
     async def finish_effect(self, effect_id: str, result: Any = None, *,
                             worker_id: str | None = None) -> bool:
         """Mark a running effect done; ``False`` if it is not running (or not ``worker_id``'s)."""
