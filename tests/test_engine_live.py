@@ -91,3 +91,38 @@ async def test_an_mcp_servers_changed_tool_list_is_offered_at_the_next_step(stub
     assert "shout" not in first and "shout" in second
     tools = [m for m in await rt.store.list_messages(result.thread_id) if m.role == "tool"]
     assert tools[-1].tool_status == "success" and "HI" in tools[-1].content.upper()
+
+
+async def test_the_watcher_loads_the_changed_project_off_the_event_loop(stub, tmp_path, monkeypatch):
+    import threading
+    import types
+
+    monkeypatch.setenv("STUB_URL", stub.base_url)
+    root = _project(tmp_path / "proj", "Before.")
+    rt = await Runtime.open(root, store=open_store(f"sqlite:///{tmp_path / 'w.db'}"))
+    # a project file whose import waits until the event loop answers: it only finishes in
+    # time when the loading runs beside the loop, not on it
+    gate = types.SimpleNamespace(entered=threading.Event(), release=threading.Event(), answered=None)
+    monkeypatch.setitem(sys.modules, "reload_gate_probe", gate)
+    watcher = asyncio.get_running_loop().create_task(rt.watch_project(debounce_ms=50))
+    sub = rt.subscribe(None)
+    try:
+        await asyncio.sleep(0)
+        slow = ("import reload_gate_probe as gate\n"
+                "gate.entered.set()\n"
+                "gate.answered = gate.release.wait(5)\n")
+        for _ in range(50):  # the watcher may need a moment to arm: touch until it loads
+            (root / "agents/tools").mkdir(parents=True, exist_ok=True)
+            (root / "agents/tools/slow.py").write_text(slow)
+            if await asyncio.to_thread(gate.entered.wait, 0.5):
+                break
+        else:
+            raise AssertionError("the project was not reloaded")
+        gate.release.set()  # runs only if the loop is free while the project loads
+        while (await sub.get(timeout=10)).type != "project_reloaded":
+            pass
+        assert gate.answered is True
+    finally:
+        watcher.cancel()
+        sub.close()
+        await rt.aclose()

@@ -173,3 +173,34 @@ async def test_tool_results_with_new_files_are_stored_as_thread_files(stub, make
     (tool,) = await _tool_messages(rt, result.thread_id)
     assert tool.attachments == [{"path": "attachments/report.md", "name": "report.md", "mimeType": "text/markdown", "size": 8}]
     assert await rt.store.read_file(result.thread_id, "attachments/report.md") == b"# Report"
+
+
+async def test_repairing_a_transcript_stores_every_missing_result_in_one_transaction(stub, make_runtime, tmp_path):
+    import sqlite3
+
+    from standardagents.records import Message, ThreadRecord, ToolCall
+
+    stub.queue("moving on")
+    rt = await make_runtime(AGENT, prompt("add"), add, stub_model(stub))
+    # a thread left by an earlier process: a call was cut off before its results were stored
+    thread = await rt.store.create_thread(ThreadRecord(agent="helper"))
+    calls = [ToolCall(f"call_{i}", "add", '{"a": 1, "b": 2}') for i in range(3)]
+    await rt.store.add_message(Message(thread_id=thread.id, role="user", content="add thrice"))
+    await rt.store.add_message(Message(thread_id=thread.id, role="assistant", tool_calls=calls))
+    database = rt.store.url.removeprefix("sqlite:///")
+    # another connection reads the database the moment each repaired result is announced
+    seen: list[int] = []
+
+    def count_results(event):
+        if event.type == "message_created" and event.data["message"]["role"] == "tool":
+            with sqlite3.connect(database) as conn:
+                seen.append(conn.execute("SELECT count(*) FROM messages WHERE thread_id = ? AND role = 'tool'",
+                                         (thread.id,)).fetchone()[0])
+
+    rt.bus.add_listener(count_results)
+    result = await rt.send(thread.id, "never mind, next question")
+    assert result.stop_reason == "complete"
+    assert seen == [3, 3, 3]
+    repaired = await _tool_messages(rt, thread.id)
+    assert [m.tool_call_id for m in repaired] == ["call_0", "call_1", "call_2"]
+    assert all(m.tool_status == "error" for m in repaired)

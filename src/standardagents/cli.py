@@ -424,6 +424,8 @@ def serve(
     database_url: DbOpt = None,
     dev: Annotated[bool, typer.Option("--dev", help="Imply a local admin user when no credentials are sent.")] = False,
     titles: Annotated[bool, typer.Option("--titles", help="Name new threads with a short model-written title.")] = False,
+    reload_project: Annotated[bool, typer.Option(
+        "--reload-project", help="Reload the project's definitions when its files change (off by default).")] = False,
 ) -> None:
     """Serve the project: REST API, live streams, its endpoints and the web chat."""
     from .server import run_server
@@ -433,7 +435,8 @@ def serve(
     _guard(lambda: _preflight(project, database_url))
     _check_port(host, port)
     out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
-    _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev))
+    _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev,
+                              watch=reload_project))
 
 
 @app.command()
@@ -451,7 +454,7 @@ def dev(
     _guard(lambda: _preflight(project, database_url))
     _check_port(host, port)
     out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
-    _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True))
+    _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True, watch=True))
 
 
 @app.command()

@@ -294,25 +294,44 @@ class Runtime:
 
     def reload_project(self) -> list[str]:
         """Load the project folder again; when it validates, the next step of every thread
-        uses it (running steps finish on the old one). Returns the problems (empty when swapped)."""
+        uses it (running steps finish on the old one). Returns the problems (empty when swapped).
+
+        This loads on the calling thread; :meth:`areload_project` loads off the event loop."""
+        registry, problems = self._load_again()
+        if registry is not None:
+            self._swap_registry(registry)
+        return problems
+
+    async def areload_project(self) -> list[str]:
+        """:meth:`reload_project` with the loading (imports of every project file, which may
+        be slow) on a worker thread, so streams and turns in progress keep running; the new
+        registry is swapped in on the event loop."""
+        registry, problems = await asyncio.to_thread(self._load_again)
+        if registry is not None:
+            self._swap_registry(registry)
+        return problems
+
+    def _load_again(self) -> tuple[Registry | None, list[str]]:
+        """Validate and load the project folder (touches nothing of the running runtime)."""
         from ..project import validate_project
 
         root = self.registry.root
         if root is None:
-            return ["this runtime was not opened from a project folder"]
+            return None, ["this runtime was not opened from a project folder"]
         _forget_project_modules(Path(root))
         problems = [str(p) for p in validate_project(root) if not p.warning]
         if problems:
             log.warning("still serving the previous version of the project: %s", "; ".join(problems))
-            return problems
-        registry = load_project(root)
+            return None, problems
+        return load_project(root), []
+
+    def _swap_registry(self, registry: Registry) -> None:
         registry.packages = registry.packages or self.registry.packages
         self.registry = registry
         self._setups.clear()
         self._by_model.clear()
-        log.info("reloaded the project from %s", root)
-        self.bus.emit("project_reloaded", "", {"root": str(root)})
-        return []
+        log.info("reloaded the project from %s", registry.root)
+        self.bus.emit("project_reloaded", "", {"root": str(registry.root)})
 
     async def watch_project(self, *, debounce_ms: int = 300) -> None:
         """Reload the project whenever one of its files changes (until cancelled)."""
@@ -322,7 +341,7 @@ class Runtime:
         if root is None:
             return
         async for _changes in awatch(Path(root) / "agents", debounce=debounce_ms, recursive=True):
-            self.reload_project()
+            await self.areload_project()
 
     async def _build_setup(self, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> SideSetup:
         cfg = agent.side(side)
@@ -558,19 +577,22 @@ class Runtime:
 
     # tool results --------------------------------------------------------------------------
     async def store_tool_outcomes(self, state: ThreadState, outcomes: list[ToolOutcome], side: Literal["a", "b"] | None,
-                                  hooks: HookSet, *, execution: ExecutionRecord | None = None) -> list[Message]:
-        """Tool messages and result rows for a step, in call order, in one transaction."""
+                                  hooks: HookSet, *, execution: ExecutionRecord | None = None,
+                                  sides: list[Literal["a", "b"] | None] | None = None) -> list[Message]:
+        """Tool messages and result rows for a step, in call order, in one transaction
+        (``sides``: each outcome's own side, when they differ)."""
         messages: list[Message] = []
         rows: list[dict[str, Any]] = []
         tid = state.thread_id
-        for out in outcomes:
+        for i, out in enumerate(outcomes):
             res = out.result
             meta: dict[str, Any] = {"durationMs": round(out.duration_ms, 3)}
             if out.repaired:
                 meta["repaired"] = True
                 meta["repairNotes"] = out.notes
             msg = Message(thread_id=tid, role="tool", content=res.content, tool_call_id=out.call.id, name=out.call.name,
-                          side=side, tool_status=res.status, attachments=list(res.attachments), metadata=meta)
+                          side=side if sides is None else sides[i], tool_status=res.status,
+                          attachments=list(res.attachments), metadata=meta)
             messages.append(msg)
             rows.append({"id": new_id("tr_"), "thread_id": tid, "message_id": msg.id, "tool_call_id": out.call.id,
                          "tool_name": out.call.name, "arguments": out.call.arguments, "status": res.status,
@@ -651,8 +673,9 @@ class Runtime:
                 for call in m.tool_calls:
                     if call.id not in answered:
                         outcomes.append((m.side, ToolOutcome(call, ToolResult("error", error=f"Error: {reason}"), None)))
-        for side, out in outcomes:
-            await self.store_tool_outcomes(state, [out], side, HookSet())
+        if outcomes:  # one transaction for all of them: the transcript is whole or untouched
+            await self.store_tool_outcomes(state, [out for _side, out in outcomes], None, HookSet(),
+                                           sides=[side for side, _out in outcomes])
         return len(outcomes)
 
     def on_session_status(self, state: ThreadState, payload: dict[str, Any]) -> None:

@@ -154,8 +154,12 @@ def _report_project_reloads() -> None:
 
 def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
                reload: bool = False, database_url: str | None = None, dev: bool = False,
-               prefix: str = "/api", log_level: str = "info") -> None:
+               prefix: str = "/api", log_level: str = "info", watch: bool = False) -> None:
     """Serve a project with uvicorn until interrupted.
+
+    ``watch`` reloads the project's definitions in place when its files change (loaded off
+    the event loop; off by default in production). ``reload`` restarts the whole process
+    on a change instead (``standardagents dev``).
 
     With several workers or reload, each process builds its own app from environment
     variables (``factory_from_env``); otherwise the app is built here. Several workers share
@@ -164,7 +168,7 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
     """
     import uvicorn
 
-    os.environ[f"{ENV_PREFIX}WATCH"] = "0" if reload else "1"
+    os.environ[f"{ENV_PREFIX}WATCH"] = "1" if watch and not reload else "0"
     _report_project_reloads()
     if workers > 1 or reload:
         os.environ[f"{ENV_PREFIX}PROJECT"] = str(Path(project).resolve())
