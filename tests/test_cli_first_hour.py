@@ -104,6 +104,8 @@ def test_dev_keeps_serving_the_last_good_version_through_a_typo_and_picks_up_the
     assert "Traceback" not in text and "startup failed" not in text
     ping.write_text(PING.replace("VERSION = 1", "VERSION = 3"))
     _until(lambda: _version(base) == 3, "the fixed file to be served")
+    agents = {a["name"]: a for a in httpx.get(f"{base}/api/agents", timeout=5).json()["agents"]}
+    assert agents["debate"]["sides"] == {"a": "Advocate", "b": "Skeptic"} and agents["assistant"]["sides"] == {"a": "Assistant"}
     missing = httpx.post(f"{base}/api/threads", json={}, timeout=5)
     assert missing.status_code == 422 and "GET /api/agents" in missing.json()["error"]["message"]
 
@@ -369,3 +371,20 @@ def test_chat_at_a_terminal_edits_lines_and_remembers_them_across_sessions(tmp_p
     second.expect(b"you>")
     second.type(b"\x04")  # Ctrl-D leaves
     assert second.close() == 0
+
+
+def test_the_offline_debate_argues_both_sides_and_ends_with_the_verdict(tmp_path: Path) -> None:
+    done = _cli("run", str(_project(tmp_path)), "--agent", "debate", "Tabs or spaces?", env=_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    turns = [line for line in done.stdout.splitlines() if line.startswith(("ADVOCATE: ", "SKEPTIC: "))]
+    assert len(turns) >= 2, done.stdout
+    assert turns[0].startswith("ADVOCATE: ") and "argue FOR" in turns[0] and "Tabs or spaces?" in turns[0]
+    assert turns[1].startswith("SKEPTIC: ") and "argue AGAINST" in turns[1] and "Tabs or spaces?" in turns[1]
+    assert done.stdout.rstrip().endswith("SKEPTIC concluded: Both sides made their case.")
+    assert "session_stop" in done.stderr
+
+
+def test_init_suggests_a_local_try_that_needs_no_token(tmp_path: Path) -> None:
+    done = _cli("init", str(tmp_path / "fresh"), env=_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert f"standardagents serve {tmp_path / 'fresh'} --dev" in done.stdout

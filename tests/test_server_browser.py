@@ -100,3 +100,41 @@ async def test_web_chat_approves_a_paused_call_and_the_turn_continues(chromium: 
             assert await page.locator("#error").is_hidden()
         finally:
             await browser.close()
+
+
+@pytest.fixture
+def quickstart_server(tmp_path: Path) -> Iterator[Any]:
+    import shutil
+
+    from server_fixtures import serve_app
+
+    project = tmp_path / "quickstart"
+    shutil.copytree(Path(__file__).parent.parent / "examples" / "quickstart", project,
+                    ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
+    yield from serve_app(project, f"sqlite+aiosqlite:///{tmp_path / 'quickstart.db'}", dev=True)
+
+
+async def test_web_chat_labels_the_debates_sides_and_shows_the_verdict(chromium: str, quickstart_server: Any) -> None:
+    from playwright.async_api import async_playwright, expect
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+        try:
+            page = await browser.new_page()
+            await page.goto(quickstart_server.base_url + "/")
+            await expect(page.locator("#agent-select option")).to_have_text(["assistant", "debate"])
+            await page.select_option("#agent-select", "debate")
+            await page.fill("#input", "Tabs or spaces?")
+            await page.click("#send")
+            verdict = page.locator(".tool-card", has_text="conclude")
+            await expect(verdict).to_have_attribute("data-state", "done", timeout=20_000)
+            await expect(verdict.locator(".tool-detail")).to_have_text("Verdict: Both sides made their case.")
+            advocate = page.locator('.msg.assistant[data-side="a"]').first
+            skeptic = page.locator('.msg.assistant[data-side="b"]').first
+            await expect(advocate).to_have_attribute("data-side-label", "Advocate")
+            await expect(advocate).to_contain_text("argue FOR")
+            await expect(skeptic).to_have_attribute("data-side-label", "Skeptic")
+            await expect(skeptic).to_contain_text("argue AGAINST")
+            assert await page.locator("#error").is_hidden()
+        finally:
+            await browser.close()

@@ -108,7 +108,9 @@ def init(directory: Annotated[Path, typer.Argument(help="Where to create the pro
     from .scaffold import create_project
 
     _guard(lambda: create_project(directory))
-    out.print(f"Created [bold]{directory}[/]. Try:\n  standardagents run {directory} --agent assistant \"What is 12 * 7?\"\n  standardagents serve {directory}")
+    out.print(f"Created [bold]{directory}[/]. Try:\n  standardagents run {directory} --agent assistant \"What is 12 * 7?\"\n"
+              f"  standardagents chat {directory}\n"
+              f"  standardagents serve {directory} --dev    # then open http://127.0.0.1:8000/ (no token needed locally)")
 
 
 @app.command()
@@ -179,7 +181,18 @@ def _project_for_agent(project: Path, agent: str | None) -> tuple[Any, str]:
     return registry, name
 
 
-async def _print_turn(sub: Any, task: Any) -> Any:
+def side_labels(registry: Any, agent: str) -> dict[str, str]:
+    """How to name each side when printing a conversation: the sides' labels, else A and B."""
+    definition = registry.get("agents", agent) if registry.has("agents", agent) else None
+    labels = {"a": "A", "b": "B"}
+    for key in labels:
+        side = getattr(definition, f"side_{key}", None)
+        if side is not None and side.label:
+            labels[key] = side.label.upper()
+    return labels
+
+
+async def _print_turn(sub: Any, task: Any, labels: dict[str, str] | None = None) -> Any:
     """Print one execution's events as they come, until its ``done``; returns its result."""
     printed_text = False
     current_side: str | None = None
@@ -190,7 +203,7 @@ async def _print_turn(sub: Any, task: Any) -> Any:
             side = d.get("side")
             if side and side != current_side:
                 current_side = side
-                out.print(f"\n[bold cyan]{side.upper()}[/]: ", end="")
+                out.print(f"\n[bold cyan]{escape((labels or {}).get(side, side.upper()))}[/]: ", end="")
             out.print(d["delta"], end="", markup=False)
             printed_text = True
         elif t == "reasoning_chunk":
@@ -210,6 +223,10 @@ async def _print_turn(sub: Any, task: Any) -> Any:
     result = await task
     if printed_text:
         out.print()
+    if result.outcome in ("session_stop", "session_fail") and (result.payload or {}).get("message"):
+        who = (labels or {}).get(result.stopped_by or "", "")
+        verb = "concluded" if result.outcome == "session_stop" else "gave up"
+        out.print(f"[bold]{escape(who or 'the agent')} {verb}:[/] {escape(str(result.payload['message']))}")
     return result
 
 
@@ -233,7 +250,7 @@ def turn_exit_code(result: Any) -> int:
 
 
 async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reasoning: bool = False,
-                      interactive: bool = False, project: str = "PROJECT") -> Any:
+                      interactive: bool = False, project: str = "PROJECT", labels: dict[str, str] | None = None) -> Any:
     """Send a message and print the reply as it streams, with tool activity. Ctrl-C stops the
     turn (the partial reply is kept); approvals are asked for when ``interactive``."""
     import signal
@@ -249,7 +266,7 @@ async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reas
         pass
     try:
         while True:
-            result = await _print_turn(sub, task)
+            result = await _print_turn(sub, task, labels)
             if result.outcome != "approval_required" or not result.payload:
                 return result
             next_task = None
@@ -308,7 +325,8 @@ def run(
                 out.print_json(json.dumps(result.to_dict()))
             else:
                 result = await _stream_run(rt, thread_id, message, show_reasoning=reasoning,
-                                           interactive=sys.stdin.isatty(), project=shlex.quote(str(target)))
+                                           interactive=sys.stdin.isatty(), project=shlex.quote(str(target)),
+                                           labels=side_labels(registry, name))
                 err.print(f"[dim]thread {thread_id} · {result.stop_reason}"
                           + (f" · {result.outcome}" if result.outcome not in (result.stop_reason, "response") else "") + "[/]")
             if result.stop_reason == "error" and as_json:  # when streaming, it was shown as it happened
@@ -344,7 +362,8 @@ def chat(
             return str((await rt.create_thread(agent_name)).id)
 
         async def send(thread_id: str, text: str) -> None:
-            result = await _stream_run(rt, thread_id, text, interactive=True, project=shlex.quote(str(project)))
+            result = await _stream_run(rt, thread_id, text, interactive=True, project=shlex.quote(str(project)),
+                                       labels=side_labels(registry, session.agent))
             if result.stop_reason == "cancelled":
                 out.print("[dim](stopped)[/]")
 

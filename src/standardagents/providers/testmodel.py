@@ -3,11 +3,18 @@
 It needs no network and no key, so agents can be tested end to end in milliseconds. By
 default it exercises every tool once with arguments generated from the tool's JSON Schema;
 a ``script`` replaces that with exact replies when a test needs a particular conversation.
+
+It follows its instructions only as far as they can be read without understanding them: a
+text reply quotes the first sentence of the system prompt (so each side of a debate shows the
+stance it was given), and a tool the system prompt names in backticks ("call `conclude`
+when...") is a closing move, made only once the model has replied at least once, with the
+tool's own defaults.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -186,6 +193,28 @@ def _truncate(text: str, limit: int = _SUMMARY_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_REPLY_PREFIX = "Test reply to: "
+_OWN_REPLY = re.compile(r"^Test reply to: (?P<text>.*?)(?: \(as instructed: .*\))?$", re.S)
+
+
+def _instruction(request: ModelRequest) -> str:
+    """The first sentence of the system prompt (empty without one)."""
+    system = next((m for m in request.messages if m.get("role") == "system"), None)
+    text = " ".join(_content_text(system.get("content")).split()) if system else ""
+    match = re.match(r".+?[.!?](?=\s|$)", text)
+    return match.group(0) if match else text
+
+
+def _closing_tools(request: ModelRequest) -> set[str]:
+    """Tools the system prompt names in backticks: moves to make later, not at once."""
+    system = " ".join(_content_text(m.get("content")) for m in request.messages if m.get("role") == "system")
+    return set(re.findall(r"`([A-Za-z0-9_:/.-]+)`", system))
+
+
+def _has_replied(request: ModelRequest) -> bool:
+    return any(m.get("role") == "assistant" and _content_text(m.get("content")) for m in request.messages)
+
+
 class TestModelProvider(ModelProvider):
     """A model that answers without a network, the same way every time.
 
@@ -248,14 +277,17 @@ class TestModelProvider(ModelProvider):
                 last_user = index
         recent = request.messages[last_user + 1:]
         results = [m for m in recent if m.get("role") == "tool"]
-        if request.tools and not results:
+        closing = _closing_tools(request)
+        replied = _has_replied(request)
+        offered = [tool.get("function") or tool for tool in request.tools]
+        due = [fn for fn in offered if str(fn.get("name", "")) not in closing or replied]
+        if due and not results:
             calls = []
             hint = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else None
-            for tool in request.tools:
-                fn = tool.get("function") or tool
-                args = arguments_for_schema(fn.get("parameters") or {}, hint)
-                calls.append(ToolCall(id=self._next_id(), name=str(fn.get("name", "tool")),
-                                      arguments=json.dumps(args)))
+            for fn in due:
+                name = str(fn.get("name", "tool"))
+                args = arguments_for_schema(fn.get("parameters") or {}, None if name in closing else hint)
+                calls.append(ToolCall(id=self._next_id(), name=name, arguments=json.dumps(args)))
             return ModelResponse(tool_calls=calls)
         if results:
             names: dict[str, str] = {}
@@ -268,7 +300,12 @@ class TestModelProvider(ModelProvider):
                 parts.append(f"{name} -> {_truncate(_content_text(result.get('content')))}")
             return ModelResponse(text="Tool results: " + "; ".join(parts))
         user_text = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else ""
-        return ModelResponse(text=f"Test reply to: {_truncate(user_text)}" if user_text else "Test reply.")
+        own = _OWN_REPLY.match(user_text)
+        if own:  # answering another offline reply (the other side of a debate): answer its subject
+            user_text = own.group("text")
+        text = f"{_REPLY_PREFIX}{_truncate(user_text)}" if user_text else "Test reply."
+        instruction = _instruction(request)
+        return ModelResponse(text=f"{text} (as instructed: {instruction})" if instruction else text)
 
     def _scripted_reply(self, request: ModelRequest) -> ModelResponse:
         from ..exceptions import ProviderError

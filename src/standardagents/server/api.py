@@ -118,7 +118,9 @@ async def list_agents(request: Request) -> Response:
         # a packed agent sharing a project agent's name is listed (and started) as "package/name"
         agents.append({"name": rt.registry.public_name(entry), "type": agent.type, "description": agent.description,
                        "primary": agent.primary, "package": entry.package,
-                       "exposeAsTool": bool(getattr(agent, "expose_as_tool", False))})
+                       "exposeAsTool": bool(getattr(agent, "expose_as_tool", False)),
+                       "sides": {key: side.label for key, side in (("a", agent.side_a), ("b", agent.side_b))
+                                 if side is not None and side.label}})
     agents.sort(key=lambda a: a["name"])
     return JSONResponse({"agents": agents})
 

@@ -9,6 +9,8 @@ const ui = {
   token: $("token-input"),
 };
 let current = null;          // the open thread id
+let currentAgent = null;     // the open thread's agent
+const sideLabels = new Map(); // agent name -> {a: label, b: label}
 let streaming = null;        // AbortController of the reply being streamed
 const bubbles = new Map();   // message id -> element
 const cards = new Map();     // tool call id -> element
@@ -47,7 +49,10 @@ function bubble(id, role, text, side) {
     el = document.createElement("div");
     el.className = `msg ${role}`;
     el.dataset.role = role;
-    if (side) { el.dataset.side = side; el.dataset.sideLabel = `Side ${side.toUpperCase()}`; }
+    if (side) {
+      el.dataset.side = side;
+      el.dataset.sideLabel = (sideLabels.get(currentAgent) || {})[side] || `Side ${side.toUpperCase()}`;
+    }
     if (id) { el.dataset.id = id; bubbles.set(id, el); }
     ui.messages.appendChild(el);
   }
@@ -106,7 +111,7 @@ function onEvent(event) {
       toolCard(d.id, d.name, "running", d.progress ? String(d.progress) : "");
       break;
     case "tool_call_done":
-      toolCard(d.id, d.name, d.status === "error" ? "failed" : "done", d.error || undefined);
+      toolCard(d.id, d.name, d.status === "error" ? "failed" : "done", d.error || d.result || undefined);
       break;
     case "approval.request":
       approvalCard(d);
@@ -189,6 +194,7 @@ async function loadAgents() {
     option.value = a.name;
     option.textContent = a.name;
     option.title = a.description || "";
+    sideLabels.set(a.name, a.sides || {});
     ui.agent.appendChild(option);
   }
 }
@@ -211,6 +217,7 @@ async function openThread(id) {
   bubbles.clear(); cards.clear();
   ui.messages.innerHTML = "";
   const thread = await api(`/threads/${id}`);
+  currentAgent = thread.agent_id;
   ui.title.textContent = thread.title || `${thread.agent_id} — ${id}`;
   const { messages } = await api(`/threads/${id}/messages?limit=500`);
   messages.forEach(renderMessage);
