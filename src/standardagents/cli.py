@@ -317,6 +317,9 @@ def run(
                 err.print(f"[yellow]warning[/]: {escape(note)}")
         else:
             registry, name = _project_for_agent(target, agent)
+        from .observability import configure_from_env
+
+        configure_from_env()  # OTEL_* variables: this turn's spans go to the configured exporter
         rt = await Runtime.open(registry, database_url=database_url, model_override=model)
         try:
             thread_id = thread or (await rt.create_thread(name)).id

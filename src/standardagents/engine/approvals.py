@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 
+from .. import observability as observe
 from ..exceptions import StandardAgentsError
 from ..records import ExecutionRecord, ThreadRecord, new_id, now_ms
 
@@ -175,7 +176,7 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     try:
         ex.message_history = place_summaries(await rt.store.list_messages(thread.id))
         rt.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": record.side, "resumed": True})
-        return await execution.run()
+        return await observe.run_execution(execution)
     finally:
         rt._running.pop(thread.id, None)
         rt._executions.pop(thread.id, None)

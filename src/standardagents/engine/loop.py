@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import observability as observe
 from ..definitions import AgentDefinition, SideConfig
 from ..exceptions import ProviderError, StandardAgentsError
 from ..providers.base import (
@@ -274,6 +275,7 @@ class Execution:
                 return
             ex.step_count += 1
             ex.side_steps[side] += 1
+            observe.step()
             if setup.mcp_generation is not None:
                 setup = await self.rt.current_setup(setup)
             if ex.queued_tools:
@@ -347,7 +349,7 @@ class Execution:
         record.updated_at = now_ms()
         record.state = {**self._durable_state(), "pending": [{"id": c.id, "name": c.name, "arguments": c.arguments,
                                                               "messageId": reply.id} for c in calls],
-                        "decisions": {}}
+                        "decisions": {}, **observe.carried_context()}
         await self.rt.store.save_execution(record)
         for req in requests:
             self.bus.emit("approval.request", self.thread_id, req)
@@ -544,7 +546,10 @@ class Execution:
                 request.model = model.model
             provider = self.rt.provider_for(model)
             try:
-                return await self._call_one(provider, model, request, setup, reply)
+                with observe.model_call(model, request, (chain[i - 1].name, last) if i else None) as call:
+                    response = await self._call_one(call.provider(provider), model, request, setup, reply)
+                    call.response(response)
+                    return response
             except ProviderError as exc:
                 last = exc
                 if not exc.retriable or not exc.before_first_token or i == len(chain) - 1:

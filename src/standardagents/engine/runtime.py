@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import observability as observe
 from ..definitions import AgentDefinition, ModelDefinition, PromptDefinition, ToolDefinition
 from ..events import EventBus, Subscription
 from ..exceptions import DefinitionError, InjectionRejected, NotFoundError, StandardAgentsError
@@ -851,7 +852,7 @@ class Runtime:
             self._executions.pop(thread.id, None)
             return await self._failed_before_run(thread, record, message, queued, exc)
         try:
-            result = await execution.run()
+            result = await observe.run_execution(execution)
         finally:
             self._running.pop(thread.id, None)
             self._executions.pop(thread.id, None)

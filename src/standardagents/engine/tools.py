@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from .. import observability as observe
 from ..definitions import ToolDefinition, define_tool
 from ..exceptions import ModelRetry
 from ..records import ToolCall, ToolResult
@@ -128,6 +129,14 @@ def parse_arguments(text: str, tool: ToolDefinition | None) -> tuple[dict[str, A
 async def run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, hooks: HookSet, *,
                         default_timeout: float | None = None) -> ToolOutcome:
     """Execute one call and run its hooks; always returns an outcome."""
+    with observe.tool_call(call, toolbox.tools.get(call.name)) as probe:
+        outcome = await _run_tool_call(state, call, toolbox, hooks, default_timeout)
+        probe.outcome(outcome)
+        return outcome
+
+
+async def _run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, hooks: HookSet,
+                         default_timeout: float | None) -> ToolOutcome:
     loop = asyncio.get_running_loop()
     started = loop.time()
     tool = toolbox.tools.get(call.name)

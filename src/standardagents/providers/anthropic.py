@@ -20,6 +20,7 @@ from typing import Any
 import httpx2
 
 from ..exceptions import ProviderError
+from ..observability.tracing import trace_headers
 from ..records import ToolCall, Usage
 from .base import (
     ModelProvider,
@@ -408,7 +409,7 @@ class AnthropicProvider(ModelProvider):
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         try:
-            message = await self.client.messages.create(**self._params(request))
+            message = await self.client.messages.create(**self._params(request), extra_headers=trace_headers() or None)
         except self._sdk.APIError as exc:
             raise self._error(exc, True) from exc
         return from_anthropic_message(message.model_dump(mode="json"))
@@ -417,7 +418,7 @@ class AnthropicProvider(ModelProvider):
         assembler = AnthropicStreamAssembler()
         delivered = False
         try:
-            events = await self.client.messages.create(**self._params(request), stream=True)
+            events = await self.client.messages.create(**self._params(request), stream=True, extra_headers=trace_headers() or None)
             try:
                 async for event in events:
                     for delta in assembler.feed(_event_dict(event)):

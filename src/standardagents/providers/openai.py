@@ -25,6 +25,7 @@ import httpx2
 import openai
 
 from ..exceptions import ProviderError
+from ..observability.tracing import trace_headers
 from ..records import ToolCall, Usage
 from .base import (
     ModelProvider,
@@ -260,6 +261,9 @@ class OpenAIProvider(ModelProvider):
         options: dict[str, Any] = {}
         if request.timeout is not None:
             options["timeout"] = request.timeout
+        traced = trace_headers()
+        if traced:
+            options["headers"] = traced
         content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         try:
             response: httpx2.Response = await self._next_client().post(

@@ -19,6 +19,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..engine.runtime import Runtime
+from ..observability import configure_from_env
+from ..observability.http import ObservabilityMiddleware
 from ..relay import relay_for_store
 from ..sandbox.thread import prewarm_sandbox
 from .api import WorkerHeaderMiddleware, api_routes
@@ -114,7 +116,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
 
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(WorkerHeaderMiddleware), Middleware(ErrorMiddleware),
+        middleware=[Middleware(ObservabilityMiddleware), Middleware(WorkerHeaderMiddleware), Middleware(ErrorMiddleware),
                     Middleware(BodyLimitMiddleware, max_body=max_body)],
         exception_handlers={HTTPException: http_exception_handler},
         lifespan=lifespan,
@@ -130,6 +132,7 @@ def factory_from_env() -> Starlette:
     database_url = os.environ.get(f"{ENV_PREFIX}DATABASE_URL") or None
     dev = os.environ.get(f"{ENV_PREFIX}DEV", "") == "1"
     prefix = os.environ.get(f"{ENV_PREFIX}PREFIX", "/api")
+    configure_from_env()
 
     async def open_runtime() -> Runtime:
         return await Runtime.open(project, database_url=database_url)
@@ -170,6 +173,8 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
 
     os.environ[f"{ENV_PREFIX}WATCH"] = "1" if watch and not reload else "0"
     _report_project_reloads()
+    if workers <= 1 and not reload:
+        configure_from_env()
     if workers > 1 or reload:
         os.environ[f"{ENV_PREFIX}PROJECT"] = str(Path(project).resolve())
         os.environ[f"{ENV_PREFIX}DEV"] = "1" if dev else "0"

@@ -204,6 +204,8 @@ class OpenAIStub(ScriptedServer[StubReply]):
         self._in_flight = 0
         #: streamed replies the client closed while the stub was stalled mid-reply
         self.abandoned = 0
+        #: the headers of each chat request, in arrival order (lower-case names)
+        self.request_headers: list[dict[str, str]] = []
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -252,6 +254,7 @@ class OpenAIStub(ScriptedServer[StubReply]):
             await self._send_json(send, 400, {"error": {"message": "body is not JSON",
                                                         "type": "invalid_request_error"}})
             return
+        self.request_headers.append({k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]})
         self._in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:

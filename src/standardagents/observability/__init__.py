@@ -1,0 +1,133 @@
+"""Traces, metrics and log context for executions, behind a few calls the engine makes.
+
+The engine calls :func:`run_execution`, :func:`step`, :func:`model_call` and
+:func:`tool_call`; everything else (OpenTelemetry spans, Prometheus instruments, the ids
+JSON logs carry) lives here. When neither tracing nor metrics is on, each call is a
+context-variable read that finds nothing, so the engine's hot path stays as it was.
+
+Tracing is on when OpenTelemetry has a real ``TracerProvider``: the global one (the
+user's own, or the one :func:`configure_from_env` builds from the ``OTEL_*`` variables)
+or one handed to :func:`set_tracer_provider`.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from . import tracing
+from .tracing import (
+    capture_content,
+    carried_context,
+    configure_from_env,
+    set_tracer_provider,
+    trace_headers,
+    tracing_active,
+)
+
+if TYPE_CHECKING:
+    from ..engine.loop import Execution, ExecutionResult
+
+__all__ = [
+    "capture_content",
+    "carried_context",
+    "configure_from_env",
+    "current_ids",
+    "model_call",
+    "run_execution",
+    "set_tracer_provider",
+    "step",
+    "tool_call",
+    "trace_headers",
+    "tracing_active",
+]
+
+#: the probe of the execution running in this context (None: nothing is observed)
+_probe: ContextVar[Any] = ContextVar("standardagents_probe", default=None)
+#: (thread id, execution id) of the execution running in this context, for log records
+_ids: ContextVar[tuple[str, str] | None] = ContextVar("standardagents_ids", default=None)
+
+
+class _Nothing:
+    """The shared stand-in returned when nothing observes: every method does nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _Nothing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def provider(self, provider: Any) -> Any:
+        return provider
+
+    def response(self, response: Any) -> None:
+        return None
+
+    def outcome(self, outcome: Any) -> None:
+        return None
+
+
+NOTHING = _Nothing()
+
+
+def current_ids() -> tuple[str, str] | None:
+    """(thread id, execution id) of the execution this code runs in, if any."""
+    return _ids.get()
+
+
+async def run_execution(execution: Execution) -> ExecutionResult:
+    """Run ``execution`` (``Execution.run``) inside its span and instruments, if any."""
+    ids = _ids.set((execution.thread_id, execution.record.id))
+    try:
+        probe = _begin(execution)
+        if probe is None:
+            return await execution.run()
+        token = _probe.set(probe)
+        try:
+            result = None
+            try:
+                result = await execution.run()
+                return result
+            finally:
+                probe.finish(result)
+        finally:
+            _probe.reset(token)
+    finally:
+        _ids.reset(ids)
+
+
+def _begin(execution: Execution) -> Any:
+    from . import metrics
+
+    tracer = tracing.tracer()
+    meter = metrics.active()
+    if tracer is None and meter is None:
+        return None
+    from .probe import ExecutionProbe
+
+    return ExecutionProbe(execution, tracer, meter)
+
+
+def step() -> None:
+    """A step of the current execution starts (closes the previous step's timing)."""
+    probe = _probe.get()
+    if probe is not None:
+        probe.step()
+
+
+def model_call(model: Any, request: Any, fallback_from: Any = None) -> Any:
+    """A context manager around one model call: ``chat {model}`` span, duration, tokens.
+
+    Inside, ``.provider(p)`` returns the provider to call (timed for the first token) and
+    ``.response(r)`` records the reply."""
+    probe = _probe.get()
+    return NOTHING if probe is None else probe.model_call(model, request, fallback_from)
+
+
+def tool_call(call: Any, tool: Any) -> Any:
+    """A context manager around one tool call: ``execute_tool {tool}`` span and counts;
+    ``.outcome(o)`` records how it ended."""
+    probe = _probe.get()
+    return NOTHING if probe is None else probe.tool_call(call, tool)

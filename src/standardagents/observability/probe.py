@@ -1,0 +1,377 @@
+"""What one observed execution records: its spans (when tracing) and instruments (when
+metrics are on). Created only when at least one of them is on."""
+
+from __future__ import annotations
+
+import json
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from . import tracing
+
+if TYPE_CHECKING:
+    from ..engine.loop import Execution, ExecutionResult
+
+__all__ = ["ExecutionProbe"]
+
+#: thread id -> the probe of the execution running on it (bus events become span events)
+_by_thread: dict[str, ExecutionProbe] = {}
+#: buses that already forward events to spans
+_listening: weakref.WeakSet[Any] = weakref.WeakSet()
+
+#: bus events recorded as events of the execution's span, by the span event's name
+_SPAN_EVENTS = {
+    "guardrail": "standardagents.guardrail",
+    "approval.request": "standardagents.approval.request",
+    "compacted": "standardagents.compaction",
+    "handoff": "standardagents.handoff",
+    "subagent_created": "standardagents.subagent.created",
+    "error": "standardagents.error",
+}
+
+
+def _scalars(data: dict[str, Any], prefix: str = "standardagents.") -> dict[str, Any]:
+    return {prefix + k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
+
+
+def _on_event(event: Any) -> None:
+    name = _SPAN_EVENTS.get(event.type)
+    if name is None:
+        return
+    probe = _by_thread.get(event.thread_id)
+    if probe is not None and probe.span is not None:
+        probe.span.add_event(name, _scalars(event.data))
+
+
+def _server(base_url: str | None) -> dict[str, Any]:
+    if not base_url:
+        return {}
+    parts = urlsplit(base_url)
+    out: dict[str, Any] = {}
+    if parts.hostname:
+        out["server.address"] = parts.hostname
+    if parts.port:
+        out["server.port"] = parts.port
+    return out
+
+
+def _parts(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message in the GenAI conventions' message shape (role + typed parts)."""
+    parts: list[dict[str, Any]] = []
+    content = message.get("content")
+    if isinstance(content, str) and content:
+        parts.append({"type": "text", "content": content})
+    elif isinstance(content, list):
+        for piece in content:
+            if isinstance(piece, dict) and piece.get("type") == "text":
+                parts.append({"type": "text", "content": piece.get("text", "")})
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function", {})
+        parts.append({"type": "tool_call", "id": call.get("id"), "name": fn.get("name"),
+                      "arguments": fn.get("arguments")})
+    if message.get("role") == "tool":
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": message.get("tool_call_id"),
+                                            "response": content}]}
+    return {"role": message.get("role"), "parts": parts}
+
+
+class ExecutionProbe:
+    """Spans and instruments of one execution (the ``invoke_agent`` span is current while
+    it runs, so model and tool spans, subagents and outgoing requests nest under it)."""
+
+    def __init__(self, execution: Execution, tracer: Any, meter: Any) -> None:
+        self.execution = execution
+        self.tracer = tracer
+        self.meter = meter
+        self.agent = execution.agent.name
+        self.span: Any = None
+        self._token: Any = None
+        self._step_started: float | None = None
+        self._started = time.perf_counter()
+        self.capture = tracer is not None and tracing.capturing()
+        if meter is not None:
+            meter.turn_started(self.agent)
+        if tracer is None:
+            return
+        from opentelemetry import context, trace
+
+        record = execution.record
+        resume = execution.resume
+        links = []
+        if resume is not None:
+            paused = tracing.span_context_from(record.state.get("trace"))
+            if paused is not None:
+                links.append(trace.Link(paused, {"standardagents.link": "approval_pause"}))
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.agent,
+            "gen_ai.conversation.id": execution.thread_id,
+            "standardagents.execution.id": record.id,
+            "standardagents.agent.type": execution.agent.type,
+            "standardagents.side": record.side,
+            "standardagents.resumed": resume is not None,
+        }
+        self.span = span = tracer.start_span(f"invoke_agent {self.agent}", kind=trace.SpanKind.INTERNAL,
+                                             attributes=attrs, links=links)
+        if resume is not None:
+            for call_id, decision in (resume.get("decisions") or {}).items():
+                span.add_event("standardagents.approval.decided", {
+                    "standardagents.call.id": call_id, "standardagents.approved": bool(decision.get("approved"))})
+        self._token = context.attach(trace.set_span_in_context(span))
+        _by_thread[execution.thread_id] = self
+        bus = execution.bus
+        if bus not in _listening:
+            _listening.add(bus)
+            bus.add_listener(_on_event)
+
+    # steps ---------------------------------------------------------------------------------
+    def step(self) -> None:
+        now = time.perf_counter()
+        if self._step_started is not None and self.meter is not None:
+            self.meter.step(self.agent, now - self._step_started)
+        self._step_started = now
+
+    def model_call(self, model: Any, request: Any, fallback_from: Any) -> _ModelCall:
+        return _ModelCall(self, model, request, fallback_from)
+
+    def tool_call(self, call: Any, tool: Any) -> _ToolCall:
+        return _ToolCall(self, call, tool)
+
+    # the end -------------------------------------------------------------------------------
+    def finish(self, result: ExecutionResult | None) -> None:
+        now = time.perf_counter()
+        outcome = result.outcome if result is not None else "error"
+        if self.meter is not None:
+            if self._step_started is not None:
+                self.meter.step(self.agent, now - self._step_started)
+            self.meter.turn_ended(self.agent, outcome, now - self._started)
+        span = self.span
+        if span is None:
+            return
+        from opentelemetry import context
+        from opentelemetry.trace import Status, StatusCode
+
+        if _by_thread.get(self.execution.thread_id) is self:
+            del _by_thread[self.execution.thread_id]
+        ex = self.execution.ex
+        span.set_attribute("standardagents.outcome", outcome)
+        span.set_attribute("standardagents.steps", ex.step_count)
+        if result is not None:
+            span.set_attribute("standardagents.stop_reason", result.stop_reason)
+            if result.stopped_by:
+                span.set_attribute("standardagents.stopped_by", result.stopped_by)
+            usage = result.usage
+            if usage:
+                span.set_attribute("gen_ai.usage.input_tokens", usage.get("prompt_tokens", 0))
+                span.set_attribute("gen_ai.usage.output_tokens", usage.get("completion_tokens", 0))
+            if result.stop_reason == "error":
+                span.set_attribute("error.type", outcome)
+                span.set_status(Status(StatusCode.ERROR, result.error or outcome))
+            if self.capture and result.text:
+                span.set_attribute("gen_ai.output.messages", json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": result.text}]}]))
+        else:
+            span.set_status(Status(StatusCode.ERROR, "the execution raised"))
+        if self._token is not None:
+            context.detach(self._token)
+            self._token = None
+        span.end()
+
+
+class _Timed:
+    """A provider whose streams report when their first delta arrives."""
+
+    def __init__(self, provider: Any, call: _ModelCall) -> None:
+        self._provider = provider
+        self._call = call
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provider, name)
+
+    async def request(self, request: Any) -> Any:
+        return await self._provider.request(request)
+
+    async def stream(self, request: Any) -> Any:
+        first = True
+        async for delta in self._provider.stream(request):
+            if first:
+                first = False
+                self._call.first_token()
+            yield delta
+
+
+class _ModelCall:
+    """One model call: the ``chat {model}`` span (current while it runs) and its figures."""
+
+    def __init__(self, probe: ExecutionProbe, model: Any, request: Any, fallback_from: Any) -> None:
+        self.probe = probe
+        self.model = model
+        self.request = request
+        self.fallback_from = fallback_from
+        self.span: Any = None
+        self._token: Any = None
+        self._started = 0.0
+        self.ttft: float | None = None
+        self.reply: Any = None
+
+    def __enter__(self) -> _ModelCall:
+        self._started = time.perf_counter()
+        tracer = self.probe.tracer
+        if tracer is None:
+            return self
+        from opentelemetry import context, trace
+
+        model, request = self.model, self.request
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": model.provider,
+            "gen_ai.request.model": model.model,
+            "standardagents.model": model.name,
+            "standardagents.step": self.probe.execution.ex.step_count,
+            **_server(model.base_url),
+        }
+        if request.max_tokens:
+            attrs["gen_ai.request.max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            attrs["gen_ai.request.temperature"] = request.temperature
+        if request.top_p is not None:
+            attrs["gen_ai.request.top_p"] = request.top_p
+        if self.probe.capture:
+            system = [m for m in request.messages if m.get("role") == "system"]
+            if system:
+                attrs["gen_ai.system_instructions"] = json.dumps(
+                    [{"type": "text", "content": m.get("content")} for m in system])
+            attrs["gen_ai.input.messages"] = json.dumps(
+                [_parts(m) for m in request.messages if m.get("role") != "system"])
+        self.span = span = tracer.start_span(f"chat {model.model}", kind=trace.SpanKind.CLIENT, attributes=attrs)
+        fallback = self.fallback_from
+        if fallback is not None:
+            failed_model, error = fallback
+            span.add_event("standardagents.fallback", {"standardagents.fallback.from": failed_model,
+                                                       "error.type": type(error).__name__,
+                                                       "standardagents.fallback.error": str(error)[:500]})
+        self._token = context.attach(trace.set_span_in_context(span))
+        return self
+
+    def provider(self, provider: Any) -> Any:
+        return _Timed(provider, self) if self.model.stream else provider
+
+    def first_token(self) -> None:
+        self.ttft = time.perf_counter() - self._started
+
+    def response(self, response: Any) -> None:
+        self.reply = response
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        elapsed = time.perf_counter() - self._started
+        reply = self.reply
+        usage = reply.usage if reply is not None else None
+        meter = self.probe.meter
+        if meter is not None:
+            status = "ok" if exc is None else ("cancelled" if exc_type is not None and issubclass(exc_type, BaseException)
+                                               and not issubclass(exc_type, Exception) else "error")
+            meter.model_call(self.model.name, elapsed, self.ttft, usage, status)
+        span = self.span
+        if span is None:
+            return
+        from opentelemetry import context
+        from opentelemetry.trace import Status, StatusCode
+
+        if reply is not None:
+            if reply.model:
+                span.set_attribute("gen_ai.response.model", reply.model)
+            if reply.finish_reason:
+                span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
+            if usage is not None:
+                span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+            if self.probe.capture:
+                out = {"role": "assistant", "content": reply.text or None, "tool_calls": [
+                    {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]}
+                shaped = _parts(out)
+                shaped["finish_reason"] = reply.finish_reason
+                span.set_attribute("gen_ai.output.messages", json.dumps([shaped]))
+        if self.ttft is not None:
+            span.set_attribute("standardagents.time_to_first_token", self.ttft)
+        if exc is not None:
+            span.set_attribute("error.type", getattr(exc, "code", None) or type(exc).__name__)
+            if isinstance(exc, Exception):
+                span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+        if self._token is not None:
+            context.detach(self._token)
+        span.end()
+
+
+class _ToolCall:
+    """One tool call: the ``execute_tool {tool}`` span (current while the tool runs, so a
+    subagent's execution nests under it) and its count."""
+
+    def __init__(self, probe: ExecutionProbe, call: Any, tool: Any) -> None:
+        self.probe = probe
+        self.call = call
+        self.tool = tool
+        self.span: Any = None
+        self._token: Any = None
+        self.result: Any = None
+
+    def __enter__(self) -> _ToolCall:
+        tracer = self.probe.tracer
+        if tracer is None:
+            return self
+        from opentelemetry import context, trace
+
+        call, tool = self.call, self.tool
+        origin = getattr(tool, "origin", None) or "code"
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function" if origin == "code" else "extension",
+            "standardagents.tool.origin": origin,
+        }
+        if tool is not None and getattr(tool, "origin_detail", None):
+            attrs["standardagents.tool.origin_detail"] = tool.origin_detail
+        if tool is not None and tool.description:
+            attrs["gen_ai.tool.description"] = tool.description[:500]
+        if self.probe.capture:
+            attrs["gen_ai.tool.call.arguments"] = call.arguments or ""
+        self.span = span = tracer.start_span(f"execute_tool {call.name}", kind=trace.SpanKind.INTERNAL,
+                                             attributes=attrs)
+        self._token = context.attach(trace.set_span_in_context(span))
+        return self
+
+    def outcome(self, outcome: Any) -> None:
+        self.result = outcome
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        outcome = self.result
+        status = outcome.result.status if outcome is not None else ("cancelled" if exc is not None else "error")
+        meter = self.probe.meter
+        if meter is not None:
+            meter.tool_call(self.call.name, status)
+        span = self.span
+        if span is None:
+            return
+        from opentelemetry import context
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_attribute("standardagents.tool.status", status)
+        if outcome is not None:
+            if outcome.repaired or outcome.notes:
+                span.add_event("standardagents.tool.arguments_repaired",
+                               {"standardagents.notes": [str(n) for n in outcome.notes]})
+            if outcome.result.status == "error":
+                span.set_attribute("error.type", "tool_error")
+                span.set_status(Status(StatusCode.ERROR, (outcome.result.error or "")[:500]))
+            if self.probe.capture:
+                value = outcome.result.result if outcome.result.status == "success" else outcome.result.error
+                span.set_attribute("gen_ai.tool.call.result", value or "")
+        elif exc is not None:
+            span.set_attribute("error.type", type(exc).__name__)
+            span.set_status(Status(StatusCode.ERROR, "the tool call did not finish"))
+        if self._token is not None:
+            context.detach(self._token)
+        span.end()
