@@ -19,13 +19,14 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..engine.runtime import Runtime
-from ..observability import configure_from_env
+from ..observability import configure_from_env, metrics
 from ..observability.http import ObservabilityMiddleware
 from ..relay import relay_for_store
 from ..sandbox.thread import prewarm_sandbox
 from .api import WorkerHeaderMiddleware, api_routes
 from .endpoints import EndpointTable, dispatch_controller, dispatch_thread_endpoint
 from .errors import BodyLimitMiddleware, ErrorMiddleware, http_exception_handler
+from .metrics import metrics_endpoint
 from .openai_door import openai_routes
 from .state import ServerState
 from .users import UserHub
@@ -67,9 +68,11 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
     from ..engine.effects import EffectScheduler
 
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+    metrics.enable()
     builtins = api_routes(prefix)
     routes: list[BaseRoute] = [
         *builtins,
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
         Route(f"{prefix}/threads/{{thread_id}}/{{path:path}}", dispatch_thread_endpoint,
               methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
         *openai_routes(),
@@ -109,6 +112,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
                 rt.bus.remove_listener(rt.on_bus_event)
                 await relay.aclose()
             await scheduler.stop()
+            metrics.process_exit()
             for task in list(app.state.server.extra.get("tasks", ())):
                 task.cancel()
             if close_runtime:
@@ -184,8 +188,12 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
         if workers > 1 and not reload:
             from .supervisor import run_workers
 
-            run_workers(uvicorn.Config("standardagents.server.app:factory_from_env", factory=True, host=host,
-                                       port=port, workers=workers, log_level=log_level))
+            samples = metrics.prepare_multiprocess_dir()  # /metrics sums every worker's samples
+            try:
+                run_workers(uvicorn.Config("standardagents.server.app:factory_from_env", factory=True, host=host,
+                                           port=port, workers=workers, log_level=log_level))
+            finally:
+                metrics.remove_multiprocess_dir(samples)
             return
         uvicorn.run("standardagents.server.app:factory_from_env", factory=True, host=host, port=port,
                     workers=workers if not reload else 1, reload=reload,

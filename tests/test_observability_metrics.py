@@ -1,0 +1,121 @@
+"""``/metrics`` of a real ``standardagents serve --workers 2``, scraped during and after a
+load of concurrent turns: whichever worker answers, the counters add up to the store."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from standardagents.store import open_store
+
+EXE = Path(sys.executable).parent / "standardagents"
+QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart"
+TURNS = 6
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def total(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+    return sum(v for (n, ls), v in found.items() if n == name and all((k, w) in ls for k, w in labels.items()))
+
+
+async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
+    database = f"sqlite:///{tmp_path / 'metrics.db'}"
+    store = open_store(database)
+    await store.open()
+    user = await store.create_user("metrics-test", is_admin=True)
+    _, token = await store.create_api_token(user.id, "tests")
+    await store.close()
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OTEL_", "PROMETHEUS_", "STANDARDAGENTS_"))}
+    proc = subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
+                             "--database-url", database], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    headers = {"Authorization": f"Bearer {token}"}
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+            for _ in range(600):
+                try:
+                    if (await client.get("/api/agents")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the server did not start")
+            async with httpx.AsyncClient(base_url=base, timeout=10) as anonymous:
+                assert (await anonymous.get("/metrics")).status_code == 401
+
+            async def turn(i: int) -> None:
+                # a connection each, so the turns spread over both workers
+                async with httpx.AsyncClient(base_url=base, headers=headers, timeout=120) as own:
+                    thread = (await own.post("/api/threads", json={"agent": "assistant"})).json()["id"]
+                    sent = await own.post(f"/api/threads/{thread}/messages?wait=true", json={"content": f"What is {i} + 3?"})
+                    assert sent.status_code == 200, sent.text
+
+            load = asyncio.gather(*(turn(i) for i in range(TURNS)))
+            during = await client.get("/metrics")  # while the turns run
+            await load
+            assert during.status_code == 200 and total(samples(during.text), "standardagents_turns_started_total") >= 0
+
+            store = open_store(database)
+            await store.open()
+            try:
+                executions = await store.list_executions()
+            finally:
+                await store.close()
+            by_agent: dict[str, int] = {}
+            for record in executions:
+                thread = await client.get(f"/api/threads/{record.thread_id}")
+                agent = thread.json()["agent_id"]
+                by_agent[agent] = by_agent.get(agent, 0) + 1
+            assert by_agent["assistant"] == TURNS
+
+            for _ in range(4):  # fresh connections: answers come from either worker
+                async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as scraper:
+                    scraped = await scraper.get("/metrics")
+                assert scraped.status_code == 200
+                assert scraped.headers["content-type"].startswith("text/plain")
+                found = samples(scraped.text)
+                for agent, count in by_agent.items():
+                    assert total(found, "standardagents_turns_started_total", agent=agent) == count
+                    assert total(found, "standardagents_turns_ended_total", agent=agent) == count
+                assert total(found, "standardagents_turns_ended_total", agent="assistant", outcome="response") == TURNS
+                assert total(found, "standardagents_running_executions") == 0
+                assert total(found, "standardagents_tool_calls_total", tool="calculate", status="success") == TURNS
+                assert total(found, "standardagents_turn_duration_seconds_count") == len(executions)
+                assert total(found, "standardagents_model_call_duration_seconds_count") > 0
+                assert total(found, "standardagents_model_tokens_total", type="input") > 0
+                assert total(found, "standardagents_http_requests_total", method="POST",
+                             route="/api/threads/{thread_id}/messages", status="200") == TURNS
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
