@@ -28,6 +28,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _start_server(project: Path, port: int, database: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
+                             "--database-url", database], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     out = {}
     for family in text_string_to_metric_families(text):
@@ -51,9 +57,7 @@ async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path) -> Non
     await store.close()
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OTEL_", "PROMETHEUS_", "STANDARDAGENTS_"))}
-    proc = subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
-                             "--database-url", database], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    proc = _start_server(project, port, database, env)
     headers = {"Authorization": f"Bearer {token}"}
     base = f"http://127.0.0.1:{port}"
     try:

@@ -437,6 +437,16 @@ def _check_port(host: str, port: int) -> None:
                  "choose another --port)")
 
 
+LogFormatOpt = Annotated[str, typer.Option(
+    "--log-format",
+    help="json: one JSON object per line, with trace_id, span_id, thread_id and execution_id inside a turn.")]
+
+
+def _check_log_format(value: str) -> None:
+    if value not in ("text", "json"):
+        raise typer.BadParameter(f"{value!r} is not a log format: use text or json", param_hint="--log-format")
+
+
 @app.command()
 def serve(
     project: ProjectArg,
@@ -448,17 +458,19 @@ def serve(
     titles: Annotated[bool, typer.Option("--titles", help="Name new threads with a short model-written title.")] = False,
     reload_project: Annotated[bool, typer.Option(
         "--reload-project", help="Reload the project's definitions when its files change (off by default).")] = False,
+    log_format: LogFormatOpt = "text",
 ) -> None:
     """Serve the project: REST API, live streams, its endpoints and the web chat."""
     from .server import run_server
 
     if titles:
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
+    _check_log_format(log_format)
     _guard(lambda: _preflight(project, database_url))
     _check_port(host, port)
     out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev,
-                              watch=reload_project))
+                              watch=reload_project, log_format=log_format))
 
 
 @app.command()
@@ -467,16 +479,19 @@ def dev(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     database_url: DbOpt = None,
+    log_format: LogFormatOpt = "text",
 ) -> None:
     """Serve for local development: a local user is implied and every saved change to the
     project (endpoints too) is served at once; a broken file is reported with its line while
     the last good version keeps answering."""
     from .server import run_server
 
+    _check_log_format(log_format)
     _guard(lambda: _preflight(project, database_url))
     _check_port(host, port)
     out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
-    _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True, watch=True))
+    _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True, watch=True,
+                              log_format=log_format))
 
 
 @app.command()

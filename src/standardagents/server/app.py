@@ -161,7 +161,8 @@ def _report_project_reloads() -> None:
 
 def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
                reload: bool = False, database_url: str | None = None, dev: bool = False,
-               prefix: str = "/api", log_level: str = "info", watch: bool = False) -> None:
+               prefix: str = "/api", log_level: str = "info", watch: bool = False,
+               log_format: str = "text") -> None:
     """Serve a project with uvicorn until interrupted.
 
     ``watch`` reloads the project's definitions in place when its files change (loaded off
@@ -174,9 +175,14 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
     show only the executions that worker runs.
     """
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
+    from ..observability.logs import uvicorn_log_config
+
+    log_config = uvicorn_log_config(log_format)
     os.environ[f"{ENV_PREFIX}WATCH"] = "1" if watch and not reload else "0"
-    _report_project_reloads()
+    if log_config is None:
+        _report_project_reloads()
     if workers <= 1 and not reload:
         configure_from_env()
     if workers > 1 or reload:
@@ -191,16 +197,19 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
             samples = metrics.prepare_multiprocess_dir()  # /metrics sums every worker's samples
             try:
                 run_workers(uvicorn.Config("standardagents.server.app:factory_from_env", factory=True, host=host,
-                                           port=port, workers=workers, log_level=log_level))
+                                           port=port, workers=workers, log_level=log_level,
+                                           log_config=log_config or LOGGING_CONFIG))
             finally:
                 metrics.remove_multiprocess_dir(samples)
             return
         uvicorn.run("standardagents.server.app:factory_from_env", factory=True, host=host, port=port,
                     workers=workers if not reload else 1, reload=reload,
-                    reload_dirs=[str(Path(project).resolve())] if reload else None, log_level=log_level)
+                    reload_dirs=[str(Path(project).resolve())] if reload else None, log_level=log_level,
+                    log_config=log_config or LOGGING_CONFIG)
         return
 
     async def open_runtime() -> Runtime:
         return await Runtime.open(project, database_url=database_url)
 
-    uvicorn.run(create_app(open_runtime, prefix=prefix, dev=dev), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(open_runtime, prefix=prefix, dev=dev), host=host, port=port, log_level=log_level,
+                log_config=log_config or LOGGING_CONFIG)
