@@ -194,12 +194,19 @@ class _Timed:
         return await self._provider.request(request)
 
     async def stream(self, request: Any) -> Any:
+        inner = self._provider.stream(request)
         first = True
-        async for delta in self._provider.stream(request):
-            if first:
-                first = False
-                self._call.first_token()
-            yield delta
+        try:
+            async for delta in inner:
+                if first:
+                    first = False
+                    self._call.first_token()
+                yield delta
+        finally:
+            # closed when the turn stops reading: the model's stream must close at once too
+            close = getattr(inner, "aclose", None)
+            if close is not None:
+                await close()
 
 
 class _ModelCall:
