@@ -91,14 +91,16 @@ def openapi_document(prefix: str) -> dict[str, Any]:
                     "user_id": {"type": "string"}}}),
         },
         t: {"get": _op("Get a thread", params=[_THREAD_ID], errors=thread_op),
-            "delete": _op("Delete a thread", params=[_THREAD_ID], ok={"204": ()}, errors=thread_op)},
+            "delete": _op("Delete a thread (a turn running on any worker is stopped first; 409 when it does not stop)",
+                          params=[_THREAD_ID], ok={"204": ()}, errors=(*thread_op, 409))},
         f"{t}/messages": {
             "get": _op("List messages", params=[_THREAD_ID, *_PAGE, _flag("include_silent")], errors=(*thread_op, 422)),
             "post": _op("Send a message: 202 with the execution id, SSE with stream=true, the result with wait=true",
                         ok={"202": json_, "200": ("application/json", "text/event-stream")}, body=message_body,
                         params=[_THREAD_ID, _flag("stream"), _flag("wait")], errors=thread_op),
         },
-        f"{t}/stop": {"post": _op("Stop the running execution", params=[_THREAD_ID], errors=thread_op)},
+        f"{t}/stop": {"post": _op("Stop the running execution, on whichever worker runs it", params=[_THREAD_ID],
+                                  errors=thread_op)},
         f"{t}/effects": {"get": _op("Scheduled effects of the thread", errors=thread_op, params=[_THREAD_ID, {
             "name": "status", "in": "query", "schema": {"type": "string"}}])},
         f"{p}/effects/{{effect_id}}/cancel": {"post": _op("Cancel a pending effect", errors=(*thread_op, 409), params=[
