@@ -35,7 +35,7 @@ _REASONS = {
     400: "malformed request: invalid JSON, NaN or infinity, too deep, invalid Unicode, a NUL character, "
          "a number out of range",
     401: "missing or invalid API token", 403: "the caller may not use this thread or action",
-    404: "no such thread, file, value or model", 409: "the effect already ran",
+    404: "no such thread, file, value or model", 409: "the effect already ran, or the thread's running turn did not stop",
     413: "the body is over the size limit", 415: "the body is not JSON",
     422: "a field or query parameter has the wrong value", 502: "the agent failed",
 }
