@@ -91,7 +91,9 @@ def pyodide_dir() -> Path:
 
 
 def _env() -> dict[str, str]:
+    # the machine's CA store as well as Deno's own, so TLS through a proxy with its own CA works
     return {"DENO_DIR": str(cache_dir()), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1",
+            "DENO_TLS_CA_STORE": os.environ.get("DENO_TLS_CA_STORE", "system,mozilla"),
             "PATH": "/usr/bin:/bin", "HOME": str(cache_dir())}
 
 
@@ -104,7 +106,8 @@ def warm_cache(binary: str | None = None) -> Path:
     deno = binary or deno_binary()
     cache_dir().mkdir(parents=True, exist_ok=True)
     # the host's own environment (proxy and CA settings) for this one trusted download
-    env = {**os.environ, "DENO_DIR": str(cache_dir()), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+    env = {**os.environ, **_env(), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "HOME": os.environ.get("HOME", str(cache_dir()))}
     proc = subprocess.run([deno, "cache", "--quiet", str(RUNNER), str(HERE / "script_worker.ts")],
                           env=env, capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0 or not (target / "pyodide.asm.wasm").exists():
