@@ -215,3 +215,41 @@ async def test_an_incoming_traceparent_is_the_parent_of_the_execution(runtime, a
     (agent,) = named(spans, "invoke_agent helper")
     assert agent.context.trace_id == 0x0AF7651916CD43DD8448EB211C80319C
     assert agent.parent.span_id == 0xB7AD6B7169203331 and agent.parent.is_remote
+
+
+async def test_an_mcp_tool_call_carries_the_traceparent_of_its_tool_span(stub, make_runtime, spans):
+    import sys
+
+    from standardagents.mcp import define_mcp_server
+
+    server = define_mcp_server("traced", command=sys.executable,
+                               args=[str(Path(__file__).parent / "mcp_servers" / "trace_server.py")])
+    stub.queue(StubReply(tool_calls=[("seen_traceparent", "{}")]), "Seen.")
+    rt = await make_runtime(AGENT, define_prompt(name="main", prompt="x", tools=["mcp:traced"]), server,
+                            stub_model(stub))
+    result = await rt.run("helper", "which trace?")
+    assert result.text == "Seen."
+    (tool,) = named(spans, "execute_tool seen_traceparent")
+    assert tool.attributes["standardagents.tool.origin"] == "mcp"
+    seen = stub.requests[1]["messages"][-1]["content"]
+    trace_id, span_id = seen.split("-")[1:3]
+    assert (int(trace_id, 16), int(span_id, 16)) == (tool.context.trace_id, tool.context.span_id)
+
+
+async def test_hooks_are_spans_in_the_turn(stub, make_runtime, spans):
+    from standardagents import define_hook
+
+    def fail(state, text, ctx):
+        raise RuntimeError("broken hook")
+
+    keep = define_hook(hook="after_system_message", id="keep", execute=lambda state, text, ctx: None)
+    broken = define_hook(hook="after_system_message", id="broken", execute=fail)
+    stub.queue("Hello.")
+    rt = await make_runtime(AGENT, define_prompt(name="main", prompt="x", hooks=["keep", "broken"]), keep, broken,
+                            stub_model(stub))
+    assert (await rt.run("helper", "hi")).text == "Hello."
+    (agent_span,) = named(spans, "invoke_agent helper")
+    first, second = sorted(named(spans, "hook after_system_message"), key=lambda s: s.start_time)
+    assert first.parent.span_id == agent_span.context.span_id == second.parent.span_id
+    assert (first.attributes["standardagents.hook.id"], first.status.status_code) == ("keep", StatusCode.UNSET)
+    assert (second.attributes["standardagents.hook.id"], second.status.status_code) == ("broken", StatusCode.ERROR)

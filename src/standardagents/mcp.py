@@ -28,6 +28,7 @@ from pydantic import model_validator
 from .definitions import ToolDefinition
 from .definitions._base import Definition, build, check_snake_case
 from .exceptions import NotFoundError, RuntimeFailure
+from .observability.tracing import trace_headers
 from .records import ToolResult
 
 if TYPE_CHECKING:
@@ -294,7 +295,11 @@ class MCPPool:
 
         conn = self._conn(server)
 
+        traced = trace_headers()  # the caller's span, as MCP carries context: in the request's _meta
+
         async def call(session: ClientSession) -> Any:
+            if traced:
+                return await session.call_tool(tool, arguments or {}, meta=traced)  # type: ignore[call-overload]
             return await session.call_tool(tool, arguments or {})
 
         try:

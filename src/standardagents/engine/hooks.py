@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import observability as observe
 from ..definitions import HookDefinition
 
 __all__ = ["ActiveHook", "HookExecutionContext", "HookSet"]
@@ -50,7 +51,8 @@ class HookSet:
         """Observational hooks: every one runs; a failure is logged, never raised."""
         for active in self.by_name.get(name, ()):
             try:
-                await active.definition.call(*args, active.context)
+                with observe.hook(name, active.definition.id):
+                    await active.definition.call(*args, active.context)
             except Exception:
                 log.exception("hook %s (%s) failed", active.definition.id, name)
 
@@ -63,7 +65,8 @@ class HookSet:
         for active in self.by_name.get(name, ()):
             try:
                 args = (state, *extra, value) if extra else (state, value)
-                result = await active.definition.call(*args, active.context)
+                with observe.hook(name, active.definition.id):
+                    result = await active.definition.call(*args, active.context)
             except Exception:
                 if strict:
                     raise

@@ -33,6 +33,7 @@ __all__ = [
     "carried_context",
     "configure_from_env",
     "current_ids",
+    "hook",
     "model_call",
     "run_execution",
     "set_tracer_provider",
@@ -124,6 +125,12 @@ def model_call(model: Any, request: Any, fallback_from: Any = None) -> Any:
     ``.response(r)`` records the reply."""
     probe = _probe.get()
     return NOTHING if probe is None else probe.model_call(model, request, fallback_from)
+
+
+def hook(name: str, hook_id: str) -> Any:
+    """A context manager around one hook invocation: a ``hook {name}`` span when tracing."""
+    probe = _probe.get()
+    return NOTHING if probe is None or probe.tracer is None else probe.hook(name, hook_id)
 
 
 def tool_call(call: Any, tool: Any) -> Any:

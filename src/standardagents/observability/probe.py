@@ -139,6 +139,12 @@ class ExecutionProbe:
     def tool_call(self, call: Any, tool: Any) -> _ToolCall:
         return _ToolCall(self, call, tool)
 
+    def hook(self, name: str, hook_id: str) -> Any:
+        from opentelemetry import trace
+
+        return trace.use_span(self.tracer.start_span(f"hook {name}", attributes={
+            "standardagents.hook.name": name, "standardagents.hook.id": hook_id}), end_on_exit=True)
+
     # the end -------------------------------------------------------------------------------
     def finish(self, result: ExecutionResult | None) -> None:
         now = time.perf_counter()
