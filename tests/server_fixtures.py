@@ -239,12 +239,16 @@ class _Holder:
     user_id: str = ""
 
 
-def serve_app(project: Path, database_url: str, *, dev: bool = False) -> Iterator[LiveServer]:
-    """Run the app for ``project`` in a uvicorn server on its own thread and event loop."""
+def serve_app(project: Path, database_url: str, *, dev: bool = False, schema: str | None = None) -> Iterator[LiveServer]:
+    """Run the app for ``project`` in a uvicorn server on its own thread and event loop
+    (``schema``: a PostgreSQL schema of its own, as ``store_fixtures.Backend`` gives)."""
     holder = _Holder()
 
     async def open_runtime() -> Runtime:
-        rt = await Runtime.open(project, database_url=database_url)
+        from standardagents.store import SQLStore
+
+        store = SQLStore(database_url, schema=schema) if schema else None
+        rt = await Runtime.open(project, database_url=database_url, store=store)
         user = await rt.store.create_user("tester", is_admin=True)
         _, holder.token = await rt.store.create_api_token(user.id, "tests")
         holder.user_id = user.id

@@ -1,5 +1,6 @@
-"""The API against its own OpenAPI document, fuzzed by schemathesis on a real server: valid
-and invalid requests to every operation get no 5xx and no status the document does not list.
+"""The API against its own OpenAPI document, fuzzed by schemathesis on a real server (SQLite and
+PostgreSQL): valid and invalid requests to every operation get no 5xx and no status the
+document does not list.
 
 ``STANDARDAGENTS_FUZZ_EXAMPLES`` sets the examples per operation and mode (a bigger run by
 hand: ``STANDARDAGENTS_FUZZ_EXAMPLES=500 pytest tests/test_server_openapi_fuzz.py``)."""
@@ -23,16 +24,18 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from server_fixtures import LiveServer, serve_app
+from store_fixtures import Backend
 
-EXAMPLES = int(os.environ.get("STANDARDAGENTS_FUZZ_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("STANDARDAGENTS_FUZZ_EXAMPLES", "6"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 #: streams never end by themselves; they are covered by the stream tests
 ENDLESS = ("/stream", "/ws")
 
 
 @pytest.fixture
-def fuzz_server(project_dir: Path, tmp_path: Path) -> Iterator[LiveServer]:
-    yield from serve_app(project_dir, f"sqlite+aiosqlite:///{tmp_path / 'fuzz.db'}")
+def fuzz_server(project_dir: Path, backend: Backend) -> Iterator[LiveServer]:
+    """The server on each database (a PostgreSQL schema of its own)."""
+    yield from serve_app(project_dir, backend.url, schema=backend.schema)
 
 
 def _fuzz(operation: Any, mode: GenerationMode, base_url: str, headers: dict[str, str], calls: list[int]) -> None:
