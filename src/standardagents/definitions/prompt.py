@@ -124,6 +124,35 @@ class PromptDefinition(Definition):
     max_tool_retries: int = Field(default=3, ge=0)
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
+    #: the type of the side's final answer (a Pydantic model, dataclass, TypedDict, a list or
+    #: union of those, or a JSON Schema dict); the turn then ends with a validated value
+    output_type: Any = None
+    #: how many times an answer that does not validate is sent back with its errors
+    output_retries: int = Field(default=2, ge=0)
+
+    @field_validator("output_type")
+    @classmethod
+    def _output_type(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            import jsonschema
+
+            try:
+                jsonschema.validators.validator_for(value).check_schema(value)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+            return value
+        if isinstance(value, str | int | float | bool):
+            raise ValueError("must be a type (a Pydantic model, dataclass, TypedDict, list or union of those) "
+                             "or a JSON Schema object")
+        from pydantic import TypeAdapter
+
+        try:
+            TypeAdapter(value).json_schema()
+        except Exception as exc:  # pydantic raises several kinds for types it cannot handle
+            raise ValueError(f"{value!r} cannot be validated: {exc}") from exc
+        return value
 
     @field_validator("prompt", mode="before")
     @classmethod

@@ -15,7 +15,9 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from .. import observability as observe
 from ..definitions import AgentDefinition, SideConfig
@@ -41,6 +43,7 @@ from .compaction import compact_if_needed, over_threshold
 from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .ondemand import CARRIED_KEY, save_carried
+from .output import OUTPUT_TOOL_NAME, OutputRun, OutputSpec, Verdict, to_jsonable
 from .state import ExecutionState, ThreadState
 from .tools import ToolOutcome, run_tool_call
 
@@ -64,10 +67,14 @@ async def _closing(stream: Any) -> AsyncIterator[Any]:
 
 StopReason = Literal["complete", "interrupted", "error", "cancelled"]
 
+#: the type of ``ExecutionResult.value`` (a call's ``output_type``; ``Any`` when untyped)
+OutputT = TypeVar("OutputT", default=Any)
+
 
 @dataclass
-class ExecutionResult:
-    """How an execution ended."""
+class ExecutionResult(Generic[OutputT]):
+    """How an execution ended; ``value`` is the turn's typed answer when an ``output_type``
+    was given (or what a stop tool returned)."""
 
     thread_id: str
     execution_id: str
@@ -76,7 +83,7 @@ class ExecutionResult:
     text: str | None = None
     error: str | None = None
     stopped_by: Literal["a", "b"] | None = None
-    value: Any = None
+    value: OutputT = None  # type: ignore[assignment]
     payload: dict[str, Any] | None = None
     messages: list[Message] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
@@ -85,7 +92,7 @@ class ExecutionResult:
         return {
             "threadId": self.thread_id, "executionId": self.execution_id, "stopReason": self.stop_reason,
             "outcome": self.outcome, "text": self.text, "error": self.error, "stoppedBy": self.stopped_by,
-            "value": self.value, "payload": self.payload, "usage": self.usage,
+            "value": to_jsonable(self.value), "payload": self.payload, "usage": self.usage,
         }
 
 
@@ -121,6 +128,13 @@ class Execution:
         #: pending approvals with their decisions, when this execution resumes a paused one
         self.resume: dict[str, Any] | None = None
         self._keep_side_steps = False
+        #: a call's own output type and retry budget (they override the prompt's)
+        self.output_override: OutputSpec | None = None
+        self.output_retries: int | None = None
+        #: why the turn failed when it ended without an exception (output_invalid)
+        self.error: str | None = None
+        self._output: OutputRun | None = None
+        self._verdict: Verdict | None = None
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -139,6 +153,7 @@ class Execution:
                 stop_reason = "interrupted"
             elif ex.stop_reason == "error":
                 stop_reason = "error"
+                error = self.error
         except _Paused as pause:
             stop_reason = "interrupted"
             ex.outcome = "approval_required"
@@ -181,8 +196,13 @@ class Execution:
                 log.exception("could not save the end of execution %s", self.record.id)
         result = ExecutionResult(self.thread_id, self.record.id, stop_reason, ex.outcome or stop_reason,
                                  self.last_text, error, ex.stopped_by, self.value, self.payload, self.created, self.usage)
-        self.bus.emit("done", self.thread_id, {"stopReason": stop_reason, "executionId": self.record.id,
-                                               "outcome": result.outcome, "error": error, "stoppedBy": ex.stopped_by})
+        done: dict[str, Any] = {"stopReason": stop_reason, "executionId": self.record.id,
+                                "outcome": result.outcome, "error": error, "stoppedBy": ex.stopped_by}
+        if self.value is not None:
+            done["value"] = to_jsonable(self.value)
+        if ex.outcome == "output_invalid":
+            done["payload"] = self.payload
+        self.bus.emit("done", self.thread_id, done)
         return result
 
     def _finish_record(self, stop_reason: str, error: str | None, outcome: str | None = None) -> ExecutionRecord:
@@ -202,7 +222,7 @@ class Execution:
     def _durable_state(self) -> dict[str, Any]:
         ex = self.ex
         return {"side": ex.side, "sideSteps": dict(ex.side_steps), "sessionTurns": ex.session_turns,
-                "outcome": ex.outcome, "status": ex.status, "value": self.value, "payload": self.payload}
+                "outcome": ex.outcome, "status": ex.status, "value": to_jsonable(self.value), "payload": self.payload}
 
     async def _record_error(self, message: str, code: str) -> None:
         self.bus.emit("error", self.thread_id, {"message": message, "code": code})
@@ -263,6 +283,9 @@ class Execution:
             self._carried = [n for n in carried if n in setup.toolbox.tools] if isinstance(carried, list) else []
             ex.loaded_tools = list(self._carried)
         max_steps = cfg.max_steps or self.rt.default_max_steps
+        spec = self.output_override or setup.output
+        self._output = None if spec is None else OutputRun(
+            spec, self.output_retries if self.output_retries is not None else setup.prompt.output_retries)
         if self._keep_side_steps:
             self._keep_side_steps = False
         else:
@@ -282,6 +305,11 @@ class Execution:
                 await self._run_queued(side, setup)
             ends_turn = cfg.stop_on_response and not self.dual
             reply = await self._model_step(side, setup, ends_turn)
+            verdict, self._verdict = self._verdict, None
+            if verdict is not None:
+                if await self._after_output(side, cfg, setup, reply, verdict):
+                    return
+                continue
             if not reply.tool_calls:
                 # a side with stop_on_response=False keeps the floor after a text reply, in
                 # dual_ai too: only its stop tool, a session tool or max_steps ends the turn
@@ -293,6 +321,31 @@ class Execution:
             self._charge_budget(outcomes, setup)
             if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
                 return
+
+    async def _after_output(self, side: Literal["a", "b"], cfg: SideConfig, setup: SideSetup, reply: Message,
+                            verdict: Verdict) -> bool:
+        """Act on the typed-output verdict of a reply; True when the turn is over."""
+        ex = self.ex
+        others = [c for c in reply.tool_calls or [] if c.name != OUTPUT_TOOL_NAME]
+        if others:
+            outcomes = await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=others), setup)
+            self._charge_budget(outcomes, setup)
+            if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
+                return True
+        if verdict.kind == "value":
+            ex.outcome = ex.outcome or "response"
+            return True
+        if verdict.kind == "retry":
+            return False
+        attempts = self._output.failures if self._output is not None else 0
+        self.error = (f"the final answer did not match the output type after {attempts} attempts: "
+                      + "; ".join(verdict.errors))
+        self.payload = {"errors": verdict.errors}
+        ex.outcome = "output_invalid"
+        ex.stop_reason = "error"
+        ex.stopped_by = side
+        await self._record_error(self.error, "output_invalid")
+        return True
 
     # guardrails -----------------------------------------------------------------------------
     async def _input_guardrails(self) -> None:
@@ -443,7 +496,8 @@ class Execution:
             if thought:
                 response.reasoning = "\n".join(p for p in (response.reasoning, thought) if p)
                 text = visible or None
-        if text and not response.tool_calls and setup.toolbox.tools:
+        out = self._output
+        if text and not response.tool_calls and setup.toolbox.tools and (out is None or not out.matches(text)):
             recovered, remaining = recover_tool_calls(text, setup.toolbox.tools.keys())
             if recovered:
                 response.tool_calls = [ToolCall(new_id("call_"), c.name, json.dumps(c.arguments)) for c in recovered]
@@ -470,11 +524,23 @@ class Execution:
             found = await run_guardrails(self.state, setup.output_guardrails, text, "output")
             if found is not None:
                 return await self._output_tripped(setup, reply, GuardrailTripped(found, ""))
+        extra: list[Message] = []
+        verdict = out.judge(reply) if out is not None else None
+        if verdict is not None:
+            assert out is not None
+            self._verdict = verdict
+            if verdict.kind == "value":
+                self.value = verdict.value
+                reply.metadata["value"] = verdict.json_value
+                ends_turn = not self.dual
+            extra = [m for m in (out.tool_message(self.thread_id, verdict, reply.side),
+                                 out.retry_message(self.thread_id, verdict, reply.side)) if m is not None]
         final = None
-        if ends_turn and not reply.tool_calls:
+        if ends_turn and not any(c.name != OUTPUT_TOOL_NAME for c in reply.tool_calls or ()) \
+                and (verdict is None or verdict.kind == "value"):
             # The turn ends with this reply: record the execution's end in the same commit.
             final = self._finish_record("complete", None, outcome="response")
-        stored = await self.rt.create_messages(self.state, [reply], execution=final)
+        stored = await self.rt.create_messages(self.state, [reply, *extra], execution=final)
         if final is not None:
             self._final_saved = True
         reply = stored[0]
@@ -566,11 +632,14 @@ class Execution:
         latches = self.rt.capabilities
         endpoint = model.base_url or model.provider
         offered = request.tools
+        out = self._output
         while True:
             level = latches.level_for(endpoint, model.model) if offered else None
             request.tools = setup.tools_at(level, request.metadata.get("toolNames")) if offered else offered
             if level == "no_tools":
                 request.tool_choice = None
+            if out is not None:
+                out.shape(request, model, latches, level)
             try:
                 if model.stream:
                     return await self._stream(provider, request, setup, reply)
@@ -578,6 +647,10 @@ class Execution:
                 await self._started_from_response(response, setup)
                 return response
             except ProviderError as exc:
+                if out is not None and exc.before_first_token and out.refused(exc, model, latches):
+                    log.warning("%s refused %s output for %s (%s); asking for it as %s", endpoint, out.mode, model.model,
+                                exc, latches.output_mode_for(endpoint, model.model))
+                    continue
                 if not offered or not exc.before_first_token or not is_grammar_error(exc):
                     raise
                 if latches.escalate(endpoint, model.model) is None:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from .. import observability as observe
 from ..definitions import AgentDefinition, ModelDefinition, PromptDefinition, ToolDefinition
@@ -34,12 +34,16 @@ from .compaction import place_summaries
 from .context import LLMCache, clip, prompt_is_static, render_prompt
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
+from .options import TurnOptions
+from .output import OutputSpec, output_spec
 from .state import ExecutionState, ThreadState
 from .tools import Toolbox, ToolOutcome, run_tool_call, session_tool
 
 __all__ = ["Runtime", "SideSetup"]
 
 log = logging.getLogger("standardagents.runtime")
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -61,6 +65,8 @@ class SideSetup:
     output_guardrails: list[ToolDefinition] = field(default_factory=list)
     #: the MCP pool's generation the tools were listed at (None: no MCP tools)
     mcp_generation: int | None = None
+    #: the prompt's typed output (None: the side answers in free text)
+    output: OutputSpec | None = None
     _by_level: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict)
     _index: dict[str | None, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
@@ -396,7 +402,8 @@ class Runtime:
         if self.mcp_pool is not None and any(t.origin == "mcp" for t in toolbox.tools.values()):
             mcp_generation = self.mcp_pool.generation
         return SideSetup(agent, side, prompt, model, fallbacks, toolbox, hooks, namespace, static, catalogue,
-                         guards["input"], guards["output"], mcp_generation)
+                         guards["input"], guards["output"], mcp_generation,
+                         output=output_spec(prompt.output_type) if prompt.output_type is not None else None)
 
     async def _resolve_tools(self, name: str, namespace: str | None, agent: AgentDefinition) -> list[ToolDefinition]:
         """The tools one entry of a prompt's ``tools`` names: a code or plugin tool, an
@@ -700,24 +707,45 @@ class Runtime:
     def is_running(self, thread_id: str) -> bool:
         return thread_id in self._running
 
+    @overload
+    async def send(self, thread_id: str, content: str | None = None, *, role: str = ...,
+                   attachments: list[dict[str, Any]] | None = ..., parts: list[dict[str, Any]] | None = ...,
+                   side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
+                   start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: type[_T],
+                   output_retries: int | None = ...) -> ExecutionResult[_T]: ...
+
+    @overload
+    async def send(self, thread_id: str, content: str | None = None, *, role: str = ...,
+                   attachments: list[dict[str, Any]] | None = ..., parts: list[dict[str, Any]] | None = ...,
+                   side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
+                   start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: Any = ...,
+                   output_retries: int | None = ...) -> ExecutionResult[Any]: ...
+
     async def send(self, thread_id: str, content: str | None = None, *, role: str = "user",
                    attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
                    side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
-                   start_side: Literal["a", "b"] = "a", silent: bool = False) -> ExecutionResult:
-        """Store a message and run the agent until its turn ends; returns how it ended."""
+                   start_side: Literal["a", "b"] = "a", silent: bool = False, output_type: Any = None,
+                   output_retries: int | None = None) -> ExecutionResult[Any]:
+        """Store a message and run the agent until its turn ends; returns how it ended.
+
+        ``output_type`` makes the turn's final answer a validated value of that type
+        (``result.value``), overriding the prompt's own."""
         task = await self.start(thread_id, content, role=role, attachments=attachments, parts=parts, side=side,
-                                metadata=metadata, start_side=start_side, silent=silent)
+                                metadata=metadata, start_side=start_side, silent=silent, output_type=output_type,
+                                output_retries=output_retries)
         return await task
 
     async def start(self, thread_id: str, content: str | None = None, *, role: str = "user",
                     attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
                     side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
                     start_side: Literal["a", "b"] = "a", silent: bool = False,
-                    execution_id: str | None = None) -> asyncio.Task[ExecutionResult]:
+                    execution_id: str | None = None, output_type: Any = None,
+                    output_retries: int | None = None) -> asyncio.Task[ExecutionResult]:
         """Start (or queue behind the running one) an execution; returns its task.
 
         ``execution_id`` lets a caller know the id before the execution starts (it is the
         ``executionId`` of its events)."""
+        options = TurnOptions.build(output_type=output_type, output_retries=output_retries)
         thread = await self.get_thread(thread_id)
         agent = await self.agent(thread.agent, thread.package)
         message = None
@@ -741,7 +769,7 @@ class Runtime:
                     "message": message.to_dict()})
                 self.bus.emit("message_queued", thread.id, {"executionId": execution_id, "messageId": message.id})
         return self._track(self._execute(thread, agent, message, start_side, execution_id, queued=queued,
-                                         claimed=claimed), thread.id)
+                                         claimed=claimed, options=options), thread.id)
 
     def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
         """Run an execution task, counted as pending on its thread until it ends."""
@@ -768,7 +796,7 @@ class Runtime:
     async def _execute(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                        start_side: Literal["a", "b"], execution_id: str | None = None,
                        resume: ExecutionRecord | None = None, queued: bool = False,
-                       claimed: bool = False) -> ExecutionResult:
+                       claimed: bool = False, options: TurnOptions | None = None) -> ExecutionResult:
         async with self._lock(thread.id):
             if not claimed:
                 await self._claim_thread(thread.id)
@@ -787,7 +815,8 @@ class Runtime:
                     if (current.agent, current.package) != (thread.agent, thread.package):
                         agent = await self.agent(current.agent, current.package)
                     thread = current
-                return await self._execute_locked(thread, agent, message, start_side, execution_id, resume, queued)
+                return await self._execute_locked(thread, agent, message, start_side, execution_id, resume, queued,
+                                                  options)
             finally:
                 await self._release_thread(thread.id)
 
@@ -804,7 +833,8 @@ class Runtime:
 
     async def _execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                               start_side: Literal["a", "b"], execution_id: str | None,
-                              resume: ExecutionRecord | None, queued: bool) -> ExecutionResult:
+                              resume: ExecutionRecord | None, queued: bool,
+                              options: TurnOptions | None = None) -> ExecutionResult:
         if resume is not None:
             try:
                 return await self._resume(thread, agent, resume)
@@ -816,6 +846,8 @@ class Runtime:
         ex = ExecutionState(id=record.id, side=start_side, queued_tools=self._queued_first.pop(record.id, []))
         state = ThreadState(self, thread, agent, thread.package, ex)
         execution = Execution(self, state, agent, record)
+        if options is not None:
+            options.apply(execution)
         task = asyncio.current_task()
         assert task is not None
         self._running[thread.id] = task
@@ -989,10 +1021,21 @@ class Runtime:
     def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
         return self.bus.subscribe(thread_id, reasoning=reasoning, maxsize=maxsize)
 
-    async def run(self, agent: str, message: str | None = None, *, user_id: str | None = None, **kwargs: Any) -> ExecutionResult:
-        """Create a thread for ``agent``, send ``message`` and wait for the end of the turn."""
+    @overload
+    async def run(self, agent: str, message: str | None = None, *, output_type: type[_T],
+                  user_id: str | None = None, **kwargs: Any) -> ExecutionResult[_T]: ...
+
+    @overload
+    async def run(self, agent: str, message: str | None = None, *, output_type: Any = None,
+                  user_id: str | None = None, **kwargs: Any) -> ExecutionResult[Any]: ...
+
+    async def run(self, agent: str, message: str | None = None, *, output_type: Any = None,
+                  user_id: str | None = None, **kwargs: Any) -> ExecutionResult[Any]:
+        """Create a thread for ``agent``, send ``message`` and wait for the end of the turn
+        (``output_type``: see :meth:`send`)."""
+        TurnOptions.build(output_type=output_type, output_retries=kwargs.get("output_retries"))
         thread = await self.create_thread(agent, user_id=user_id)
-        return await self.send(thread.id, message, **kwargs)
+        return await self.send(thread.id, message, output_type=output_type, **kwargs)
 
     @staticmethod
     def run_sync(project: str | Path | Registry, agent: str, message: str, **options: Any) -> ExecutionResult:

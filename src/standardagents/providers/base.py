@@ -34,6 +34,8 @@ class ModelRequest:
     ``messages`` are chat-completions dicts (``role``, ``content``, ``tool_calls``,
     ``tool_call_id``, ``name``); ``tools`` are ``{"type": "function", "function":
     {name, description, parameters}}`` dicts. ``extra_body`` is passed through verbatim.
+    ``response_format`` asks for structured output (chat-completions shape); providers
+    without it leave it out.
     """
 
     model: str
@@ -47,6 +49,7 @@ class ModelRequest:
     extra_body: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

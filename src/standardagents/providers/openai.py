@@ -249,6 +249,8 @@ class OpenAIProvider(ModelProvider):
             body["top_p"] = request.top_p
         if request.stop:
             body["stop"] = request.stop
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
         if stream:
             body["stream"] = True
             if self._stream_usage:

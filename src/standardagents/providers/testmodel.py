@@ -1,5 +1,8 @@
 """An offline, deterministic model for tests: calls every offered tool, then summarises.
 
+Asked for structured output (``response_format`` json_schema), its final answer is a JSON
+value built from the schema, so typed agents run offline too.
+
 It needs no network and no key, so agents can be tested end to end in milliseconds. By
 default it exercises every tool once with arguments generated from the tool's JSON Schema;
 a ``script`` replaces that with exact replies when a test needs a particular conversation.
@@ -30,7 +33,7 @@ from .base import (
     ToolCallDelta,
 )
 
-__all__ = ["ScriptItem", "TestModelProvider", "arguments_for_schema"]
+__all__ = ["ScriptItem", "TestModelProvider", "arguments_for_schema", "value_for_schema"]
 
 ScriptItem = ModelResponse | str | dict[str, Any] | BaseException
 Script = Sequence[ScriptItem] | Callable[[ModelRequest], ScriptItem]
@@ -159,6 +162,22 @@ def arguments_for_schema(schema: dict[str, Any], hint: str | None = None) -> dic
                     args[key] = text
                 break
     return args
+
+
+def value_for_schema(schema: dict[str, Any]) -> Any:
+    """A value that validates against ``schema`` (all of an object's required properties),
+    built the way tool arguments are: the typed answer of the offline model."""
+    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    return _value_for("result", schema, defs, 0)
+
+
+def _structured_schema(request: ModelRequest) -> dict[str, Any] | None:
+    """The JSON Schema a request's ``response_format`` asks the answer to follow."""
+    fmt = request.response_format
+    if not fmt or fmt.get("type") != "json_schema":
+        return None
+    schema = (fmt.get("json_schema") or {}).get("schema")
+    return schema if isinstance(schema, dict) else None
 
 
 def _estimate_tokens(text: str) -> int:
@@ -298,7 +317,13 @@ class TestModelProvider(ModelProvider):
             for result in results:
                 name = names.get(str(result.get("tool_call_id")), result.get("name") or "tool")
                 parts.append(f"{name} -> {_truncate(_content_text(result.get('content')))}")
+            structured = _structured_schema(request)
+            if structured is not None:
+                return ModelResponse(text=json.dumps(value_for_schema(structured)))
             return ModelResponse(text="Tool results: " + "; ".join(parts))
+        structured = _structured_schema(request)
+        if structured is not None:
+            return ModelResponse(text=json.dumps(value_for_schema(structured)))
         user_text = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else ""
         own = _OWN_REPLY.match(user_text)
         if own:  # answering another offline reply (the other side of a debate): answer its subject

@@ -17,6 +17,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..engine.output import output_spec
+from ..exceptions import StandardAgentsError
 from ..files import check_regex
 from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
@@ -223,7 +225,24 @@ def _message_input(body: dict[str, Any]) -> dict[str, Any]:
     silent = body.get("silent", False)
     if not isinstance(silent, bool):
         raise ApiError(422, "field 'silent' must be true or false")
-    return {"content": content, "attachments": attachments, "parts": parts, "metadata": metadata, "silent": silent}
+    return {"content": content, "attachments": attachments, "parts": parts, "metadata": metadata, "silent": silent,
+            **_output_input(body)}
+
+
+def _output_input(body: dict[str, Any]) -> dict[str, Any]:
+    """``outputType`` (a JSON Schema the turn's answer must match) and ``outputRetries``."""
+    schema = body.get("outputType", body.get("output_type"))
+    retries = body.get("outputRetries", body.get("output_retries"))
+    if schema is not None:
+        if not isinstance(schema, dict):
+            raise ApiError(422, "field 'outputType' must be a JSON Schema object")
+        try:
+            output_spec(schema)
+        except StandardAgentsError as exc:
+            raise ApiError(422, f"field 'outputType': {exc}") from exc
+    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
+        raise ApiError(422, "field 'outputRetries' must be a whole number of at least 0")
+    return {"output_type": schema, "output_retries": retries}
 
 
 def _keep(request: Request, task: asyncio.Task[Any]) -> None:
@@ -276,7 +295,8 @@ async def send_message(request: Request) -> Response:
     execution_id = new_id("exe_")
     if wait:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
-                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id)
+                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
+                              output_type=fields["output_type"], output_retries=fields["output_retries"])
         _keep(request, task)
         result = await task
         return JSONResponse(result.to_dict())
@@ -285,7 +305,8 @@ async def send_message(request: Request) -> Response:
     sub = rt.subscribe(thread.id, reasoning=wants_reasoning(request), maxsize=server.stream_buffer)
     try:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
-                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id)
+                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
+                              output_type=fields["output_type"], output_retries=fields["output_retries"])
     except BaseException:
         sub.close()
         raise

@@ -20,6 +20,7 @@ __all__ = [
     "CAPABILITY_SNAPSHOT_VERSION",
     "CapabilityLatches",
     "CompatLevel",
+    "OutputMode",
     "default_latches",
     "export_capabilities",
     "import_capabilities",
@@ -32,6 +33,10 @@ __all__ = [
 CompatLevel = Literal["sanitized", "relaxed", "no_tools"]
 _LEVELS: tuple[CompatLevel, ...] = ("sanitized", "relaxed", "no_tools")
 _RANK = {level: i for i, level in enumerate(_LEVELS)}
+#: how a typed final answer is produced, from the tightest to the loosest
+OutputMode = Literal["native", "tool", "prompted"]
+_OUTPUT_MODES: tuple[OutputMode, ...] = ("native", "tool", "prompted")
+_OUTPUT_RANK = {mode: i for i, mode in enumerate(_OUTPUT_MODES)}
 CAPABILITY_SNAPSHOT_VERSION = 1
 _SNAPSHOT_KIND = "standardagents.capabilities"
 
@@ -392,6 +397,7 @@ class CapabilityLatches:
 
     def __init__(self) -> None:
         self._levels: dict[tuple[str, str], CompatLevel] = {}
+        self._output: dict[tuple[str, str], OutputMode] = {}
 
     def latch(self, endpoint: str, model: str, level: CompatLevel) -> CompatLevel:
         """Record that ``model`` on ``endpoint`` needs at least ``level``; return the level held."""
@@ -418,23 +424,48 @@ class CapabilityLatches:
         nxt = _LEVELS[0] if current is None else _LEVELS[_RANK[current] + 1]
         return self.latch(endpoint, model, nxt)
 
+    def output_mode_for(self, endpoint: str, model: str) -> OutputMode | None:
+        """The latched way to produce typed output, or ``None`` when nothing was refused."""
+        return self._output.get((endpoint, model))
+
+    def latch_output(self, endpoint: str, model: str, mode: OutputMode) -> OutputMode:
+        """Record that ``model`` on ``endpoint`` needs at least output ``mode``; return the mode held."""
+        if mode not in _OUTPUT_RANK:
+            raise StandardAgentsError(f"unknown output mode {mode!r}; use one of {', '.join(_OUTPUT_MODES)}")
+        key = (endpoint, model)
+        current = self._output.get(key)
+        if current is None or _OUTPUT_RANK[mode] > _OUTPUT_RANK[current]:
+            self._output[key] = mode
+            return mode
+        return current
+
+    def escalate_output(self, endpoint: str, model: str, refused: OutputMode) -> OutputMode | None:
+        """Latch the mode after ``refused``; ``None`` when ``prompted`` (the last resort) was refused."""
+        if refused == "prompted":
+            return None
+        return self.latch_output(endpoint, model, _OUTPUT_MODES[_OUTPUT_RANK[refused] + 1])
+
     def reset(self) -> None:
         """Forget every latch."""
         self._levels.clear()
+        self._output.clear()
 
     def export_capabilities(self) -> str:
         """The latches as a versioned JSON text a host can store and import after a restart."""
         endpoints: dict[str, dict[str, str]] = {}
         for (endpoint, model), level in sorted(self._levels.items()):
             endpoints.setdefault(endpoint, {})[model] = level
-        return json.dumps(
-            {
-                "kind": _SNAPSHOT_KIND,
-                "version": CAPABILITY_SNAPSHOT_VERSION,
-                "endpoints": endpoints,
-            },
-            sort_keys=True,
-        )
+        snapshot: dict[str, Any] = {
+            "kind": _SNAPSHOT_KIND,
+            "version": CAPABILITY_SNAPSHOT_VERSION,
+            "endpoints": endpoints,
+        }
+        if self._output:
+            output: dict[str, dict[str, str]] = {}
+            for (endpoint, model), mode in sorted(self._output.items()):
+                output.setdefault(endpoint, {})[model] = mode
+            snapshot["output"] = output
+        return json.dumps(snapshot, sort_keys=True)
 
     def import_capabilities(self, blob: str | bytes | Mapping[str, Any] | None) -> int:
         """Latch what a snapshot records on top of what is known; return how many it latched.
@@ -456,6 +487,15 @@ class CapabilityLatches:
         if not isinstance(endpoints, Mapping):
             return 0
         count = 0
+        output = data.get("output")
+        if isinstance(output, Mapping):
+            for endpoint, models in output.items():
+                if not isinstance(endpoint, str) or not isinstance(models, Mapping):
+                    continue
+                for model, mode in models.items():
+                    if isinstance(model, str) and mode in _OUTPUT_RANK:
+                        self.latch_output(endpoint, model, mode)
+                        count += 1
         for endpoint, models in endpoints.items():
             if not isinstance(endpoint, str) or not isinstance(models, Mapping):
                 continue

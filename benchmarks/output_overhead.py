@@ -1,0 +1,138 @@
+"""What typed results, cost accounting and usage limits add to a step.
+
+Workload: an instant model asks for the ``add`` tool K times, then answers with a JSON
+invoice; one run is K+1 model steps, really persisted on a SQLite file. Three variants of
+the same turn, medians over many runs:
+
+* ``plain``: no output type, a model without prices (the answer is not parsed);
+* ``typed+cost``: ``output_type=Invoice`` (request shaping, validation of the answer) and a
+  model priced from the genai-prices data on every step;
+* ``typed+cost+limits``: the same with usage limits checked before every request and tool call.
+
+Usage: ``python benchmarks/output_overhead.py [--runs 200] [--k 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
+from standardagents.project import build_registry
+from standardagents.providers.base import ModelProvider, ModelRequest, ModelResponse
+from standardagents.records import ToolCall, Usage
+from standardagents.store import open_store
+
+
+class LineItem(BaseModel):
+    description: str
+    amount: float
+
+
+class Invoice(BaseModel):
+    customer: str
+    total: float
+    items: list[LineItem]
+
+
+ANSWER = json.dumps({"customer": "ACME", "total": 3.0, "items": [{"description": "sum", "amount": 3.0}]})
+
+
+class InstantModel(ModelProvider):
+    """Answers at once with usage: ``k`` tool calls, then the JSON invoice."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.step = 0
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.step += 1
+        usage = Usage(prompt_tokens=400 + 40 * self.step, completion_tokens=20, total_tokens=420 + 40 * self.step,
+                      cached_tokens=256)
+        if self.step <= self.k:
+            return ModelResponse(tool_calls=[ToolCall(f"call_{self.step}", "add", '{"a": 1, "b": 2}')], usage=usage,
+                                 model="gpt-4o-mini")
+        self.step = 0
+        return ModelResponse(text=ANSWER, usage=usage, model="gpt-4o-mini")
+
+
+@define_tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def measure(variant: str, k: int, runs: int, workdir: Path) -> float:
+    """Median microseconds per step of one variant."""
+    typed = variant != "plain"
+    model = (define_model(name="default", provider="openai", model="gpt-4o-mini", stream=False) if typed
+             else define_model(name="default", provider="test", model="instant", stream=False))
+    registry = build_registry(
+        define_agent(name="bench", side_a={"prompt": "bench_prompt", "max_steps": k + 5}),
+        define_prompt(name="bench_prompt", prompt="You add numbers.", tools=["add"]),
+        model, add)
+    store = open_store(f"sqlite:///{workdir / f'{variant}.db'}")
+    rt = await Runtime.open(registry, store=store)
+    rt.use_provider("default", InstantModel(k))
+    options: dict[str, Any] = {}
+    if typed:
+        options["output_type"] = Invoice
+    if variant == "typed+cost+limits":
+        options["usage_limits"] = {"requests": k + 5, "total_tokens": 10_000_000, "tool_calls": k + 5,
+                                   "cost_usd": 100.0}
+    try:
+        for _ in range(max(5, runs // 10)):
+            await rt.run("bench", "add 1 and 2", **options)
+        samples = []
+        gc.collect()
+        gc.disable()
+        for _ in range(runs):
+            t0 = time.perf_counter_ns()
+            result = await rt.run("bench", "add 1 and 2", **options)
+            samples.append(time.perf_counter_ns() - t0)
+            assert result.stop_reason == "complete", result
+            assert (result.cost is not None) is typed and (result.value is not None) is typed
+        gc.enable()
+    finally:
+        await rt.aclose()
+    return statistics.median(samples) / 1000 / (k + 1)
+
+
+async def amain(args: argparse.Namespace) -> None:
+    variants = ["plain", "typed+cost", "typed+cost+limits"]
+    rounds: dict[str, list[float]] = {v: [] for v in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        # interleaved rounds, so a busy machine weighs on every variant alike
+        for i in range(args.rounds):
+            workdir = Path(tmp) / f"r{i}"
+            workdir.mkdir()
+            for v in variants:
+                rounds[v].append(await measure(v, args.k, args.runs, workdir))
+    print(f"Per-step cost of typed output + cost accounting (+ limits), K={args.k} tool steps + 1 answer, "
+          f"SQLite file, Python {sys.version.split()[0]}; median of {args.rounds} rounds x {args.runs} runs")
+    base = statistics.median(rounds["plain"])
+    for v in variants:
+        step = statistics.median(rounds[v])
+        print(f"{v:>18}: {step:8.0f} µs/step   ratio to plain {step / base:5.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    asyncio.run(amain(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Per-call options of a turn: what a caller of ``send``/``run`` may set for one execution.
+
+They are checked when the call is made (a bad ``output_type`` is refused before anything is
+stored) and handed to the execution, where they take precedence over the definitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import StandardAgentsError
+from .output import OutputSpec, output_spec
+
+if TYPE_CHECKING:
+    from .loop import Execution
+
+__all__ = ["TurnOptions"]
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    """A call's own output type and retry budget."""
+
+    output: OutputSpec | None = None
+    output_retries: int | None = None
+
+    @classmethod
+    def build(cls, *, output_type: Any = None, output_retries: int | None = None) -> TurnOptions | None:
+        if output_retries is not None and (not isinstance(output_retries, int) or output_retries < 0):
+            raise StandardAgentsError(f"output_retries must be a whole number of at least 0, not {output_retries!r}")
+        if output_type is None and output_retries is None:
+            return None
+        return cls(output_spec(output_type) if output_type is not None else None, output_retries)
+
+    def apply(self, execution: Execution) -> None:
+        execution.output_override = self.output
+        execution.output_retries = self.output_retries

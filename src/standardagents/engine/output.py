@@ -1,0 +1,331 @@
+"""Typed results: a turn whose final answer must be a value of a given type.
+
+An ``output_type`` (a Pydantic model, a dataclass, a ``TypedDict``, a list or union of
+those, or a JSON Schema dict) becomes an :class:`OutputSpec`: the JSON Schema shown to the
+model and a validator. How the model is asked for the value depends on what its endpoint
+accepts, tried from the tightest to the loosest and remembered per endpoint and model in
+the runtime's capability latches:
+
+``native``
+    the endpoint's own structured output (``response_format`` json_schema on
+    OpenAI-compatible endpoints);
+``tool``
+    an output tool the model calls with the value to finish (forced on Anthropic, which is
+    its way of producing structured output);
+``prompted``
+    the schema in the system prompt and a JSON answer, extracted and repaired.
+
+A value that does not validate goes back to the model with the exact errors, within the
+turn's retry budget; past it the turn ends with outcome ``output_invalid``. This module
+knows nothing of the loop: the loop asks :class:`OutputRun` to shape each request and to
+judge each reply.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import jsonschema
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+
+from ..exceptions import StandardAgentsError
+from ..records import Message, ToolCall, new_id
+from ..toolcalls import OutputMode, coerce_to_schema, is_grammar_error, parse_json, prepare_tools
+
+if TYPE_CHECKING:
+    from ..definitions import ModelDefinition
+    from ..providers.base import ModelRequest
+    from ..toolcalls import CapabilityLatches
+
+__all__ = [
+    "DEFAULT_OUTPUT_RETRIES",
+    "OUTPUT_TOOL_NAME",
+    "OutputRun",
+    "OutputSpec",
+    "Verdict",
+    "default_mode",
+    "output_spec",
+]
+
+OUTPUT_TOOL_NAME = "final_result"
+DEFAULT_OUTPUT_RETRIES = 2
+_ERROR_LIMIT = 20
+
+
+@dataclass(frozen=True, eq=False)
+class OutputSpec:
+    """What a typed final answer must be: its schema and how to validate it.
+
+    ``wrapped`` is true when the value is not a JSON object (a list, a union, a scalar):
+    tool arguments and ``response_format`` need an object, so the model is asked for
+    ``{"result": value}`` and the wrapper is removed before validation.
+    """
+
+    schema: dict[str, Any]
+    name: str
+    wrapped: bool
+    adapter: TypeAdapter[Any] | None = None
+    source: Any = None
+    _validator: Any = field(default=None, repr=False)
+
+    @property
+    def object_schema(self) -> dict[str, Any]:
+        """The schema as an object (what native output and the output tool carry)."""
+        if not self.wrapped:
+            return self.schema
+        inner = {k: v for k, v in self.schema.items() if k not in ("$defs", "definitions")}
+        wrapper: dict[str, Any] = {"type": "object", "properties": {"result": inner}, "required": ["result"]}
+        for key in ("$defs", "definitions"):
+            if key in self.schema:
+                wrapper[key] = self.schema[key]
+        return wrapper
+
+    def unwrap(self, data: Any) -> Any:
+        if self.wrapped and isinstance(data, dict) and set(data) == {"result"}:
+            return data["result"]
+        return data
+
+    def validate(self, data: Any) -> tuple[Any, Any, list[str]]:
+        """``(value, json_value, errors)``: the typed value and its JSON form, or the errors."""
+        data = self.unwrap(data)
+        if self.adapter is not None:
+            try:
+                value = self.adapter.validate_python(data)
+            except ValidationError as exc:
+                return None, None, [_pydantic_error(e) for e in exc.errors()[:_ERROR_LIMIT]]
+            return value, self.adapter.dump_python(value, mode="json"), []
+        data, _ = coerce_to_schema(data, self.schema)
+        errors = [_schema_error(e) for e in sorted(self._validator.iter_errors(data), key=lambda e: list(e.path))]
+        if errors:
+            return None, None, errors[:_ERROR_LIMIT]
+        return data, data, []
+
+    def tool(self) -> dict[str, Any]:
+        """The output tool in chat-completions shape."""
+        return {"type": "function", "function": {
+            "name": OUTPUT_TOOL_NAME,
+            "description": "Give your final answer by calling this tool; its arguments are the answer.",
+            "parameters": self.object_schema}}
+
+    def response_format(self) -> dict[str, Any]:
+        return {"type": "json_schema", "json_schema": {"name": self.name, "schema": self.object_schema, "strict": False}}
+
+    def instruction(self) -> str:
+        return ("Your final answer must be one JSON value matching this JSON Schema, with no other text:\n"
+                + json.dumps(self.schema, separators=(",", ":")))
+
+
+def output_spec(output_type: Any) -> OutputSpec:
+    """An :class:`OutputSpec` for a type or a JSON Schema; a bad one raises a clear error."""
+    if isinstance(output_type, OutputSpec):
+        return output_type
+    if isinstance(output_type, dict):
+        try:
+            cls = jsonschema.validators.validator_for(output_type)
+            cls.check_schema(output_type)
+        except jsonschema.SchemaError as exc:
+            raise StandardAgentsError(f"output_type is not a valid JSON Schema: {exc.message}") from exc
+        name = _schema_name(str(output_type.get("title") or "output"))
+        return OutputSpec(dict(output_type), name, _needs_wrapper(output_type), None, output_type, cls(output_type))
+    if output_type is None or isinstance(output_type, str | int | float | bool):
+        raise StandardAgentsError(
+            f"output_type must be a type (a Pydantic model, dataclass, TypedDict, list or union of those) "
+            f"or a JSON Schema dict, not {output_type!r}")
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        schema = adapter.json_schema()
+    except Exception as exc:  # pydantic raises several kinds for types it cannot handle
+        raise StandardAgentsError(f"output_type {output_type!r} cannot be validated: {exc}") from exc
+    name = _schema_name(getattr(output_type, "__name__", None) or str(schema.get("title") or "output"))
+    return OutputSpec(schema, name, _needs_wrapper(schema), adapter, output_type)
+
+
+def to_jsonable(value: Any) -> Any:
+    """A typed value's JSON form (for events, the store and the wire)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return to_jsonable_python(value)
+
+
+def default_mode(model: ModelDefinition) -> OutputMode:
+    """The tightest way the model's provider can produce typed output."""
+    if model.provider in ("openai", "test"):
+        return "native"
+    return "tool"
+
+
+@dataclass
+class Verdict:
+    """What a reply meant for the typed output."""
+
+    kind: Literal["value", "retry", "invalid"]
+    value: Any = None
+    json_value: Any = None
+    errors: list[str] = field(default_factory=list)
+    #: the output tool's call in the reply (tool mode), answered by the loop
+    call: ToolCall | None = None
+    #: the message the model reads next when it must try again
+    feedback: str | None = None
+
+
+class OutputRun:
+    """One side's typed output during one turn: the mode per request and the retry budget."""
+
+    def __init__(self, spec: OutputSpec, retries: int) -> None:
+        self.spec = spec
+        self.retries = retries
+        self.failures = 0
+        self.mode: OutputMode = "native"
+        self._base: tuple[int, list[dict[str, Any]], Any] | None = None
+        #: whether the last request offered other tools beside the output tool
+        self._others = False
+
+    # requests ----------------------------------------------------------------------------
+    def shape(self, request: ModelRequest, model: ModelDefinition, latches: CapabilityLatches,
+              level: str | None) -> None:
+        """Make ``request`` ask ``model`` for the typed value the way its endpoint accepts."""
+        base = self._base
+        if base is None or base[0] != id(request):
+            base = self._base = (id(request), request.messages, request.tool_choice)
+        _, messages, choice = base
+        endpoint = model.base_url or model.provider
+        mode = latches.output_mode_for(endpoint, model.model) or default_mode(model)
+        if mode == "tool" and level == "no_tools":
+            mode = "prompted"
+        self.mode = mode
+        request.messages = messages
+        request.response_format = None
+        if mode == "native":
+            request.response_format = self.spec.response_format()
+        elif mode == "tool":
+            tool = self.spec.tool()
+            if level is not None:
+                tool = prepare_tools([tool], level)[0]  # type: ignore[arg-type]
+            others = [t for t in request.tools if (t.get("function") or {}).get("name") != OUTPUT_TOOL_NAME]
+            request.tools = [*others, tool]
+            self._others = bool(others)
+            if model.provider == "anthropic":
+                request.tool_choice = "required" if others else {"type": "function", "function": {"name": OUTPUT_TOOL_NAME}}
+            else:
+                request.tool_choice = choice
+        else:
+            instruction = self.spec.instruction()
+            if messages and messages[0].get("role") == "system":
+                request.messages = [{"role": "system", "content": f"{messages[0].get('content') or ''}\n\n{instruction}"},
+                                    *messages[1:]]
+            else:
+                request.messages = [{"role": "system", "content": instruction}, *messages]
+
+    def refused(self, error: Any, model: ModelDefinition, latches: CapabilityLatches) -> bool:
+        """After a request failed before its first token: when the endpoint refused the way
+        typed output was asked for, latch the next mode and return True (send it again)."""
+        if self.mode == "prompted":
+            return False
+        status = getattr(error, "status", None)
+        text = str(error).lower() + json.dumps(getattr(error, "body", None), default=str).lower()
+        if self.mode == "native":
+            named = "response_format" in text or "json_schema" in text or "structured output" in text
+            if not (is_grammar_error(error) or (status in (400, 422) and named)):
+                return False
+        elif not (is_grammar_error(error) and (OUTPUT_TOOL_NAME in text or not self._others)):
+            return False
+        endpoint = model.base_url or model.provider
+        return latches.escalate_output(endpoint, model.model, self.mode) is not None
+
+    # replies -----------------------------------------------------------------------------
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` is already a valid answer (so it is not taken for typed tool calls)."""
+        if self.mode == "tool":
+            return False
+        try:
+            data = parse_json(text)
+        except ValueError:
+            return False
+        return not self.spec.validate(data)[2]
+
+    def judge(self, reply: Message) -> Verdict | None:
+        """The verdict on a reply, or ``None`` when the reply only calls other tools."""
+        calls = reply.tool_calls or []
+        mine = next((c for c in calls if c.name == OUTPUT_TOOL_NAME), None)
+        if mine is not None:
+            return self._check_text(mine.arguments, mine)
+        if calls:
+            return None
+        if self.mode == "tool":
+            return self._failed([f"no call to {OUTPUT_TOOL_NAME}"], None,
+                                f"To finish, call the tool {OUTPUT_TOOL_NAME} with your answer as its arguments.")
+        return self._check_text(reply.content or "", None)
+
+    def _check_text(self, text: str, call: ToolCall | None) -> Verdict:
+        try:
+            data = parse_json(text) if text.strip() else None
+        except ValueError as exc:
+            return self._failed([f"the answer is not JSON ({exc})"], call)
+        if data is None:
+            return self._failed(["the answer is empty"], call)
+        value, json_value, errors = self.spec.validate(data)
+        if errors:
+            return self._failed(errors, call)
+        return Verdict("value", value, json_value, call=call)
+
+    def _failed(self, errors: list[str], call: ToolCall | None, feedback: str | None = None) -> Verdict:
+        self.failures += 1
+        if self.failures > self.retries:
+            return Verdict("invalid", errors=errors, call=call)
+        if feedback is None:
+            shown = "\n".join(f"- {e}" for e in errors)
+            how = (f"Call {OUTPUT_TOOL_NAME} again with corrected arguments." if call is not None
+                   else "Answer again with the corrected JSON only.")
+            feedback = f"The answer does not match the required schema:\n{shown}\n{how}"
+        return Verdict("retry", errors=errors, call=call, feedback=feedback)
+
+    def tool_message(self, thread_id: str, verdict: Verdict, side: Any) -> Message | None:
+        """The result of the output tool's call, so the transcript stays well formed."""
+        call = verdict.call
+        if call is None:
+            return None
+        if verdict.kind == "value":
+            return Message(thread_id=thread_id, role="tool", content="Final result accepted.", tool_call_id=call.id,
+                           name=call.name, side=side, tool_status="success")
+        text = verdict.feedback or "The answer does not match the required schema:\n" + "\n".join(verdict.errors)
+        return Message(thread_id=thread_id, role="tool", content=f"Error: {text}", tool_call_id=call.id,
+                       name=call.name, side=side, tool_status="error")
+
+    def retry_message(self, thread_id: str, verdict: Verdict, side: Any) -> Message | None:
+        """The message asking for another answer (none when the tool result says it)."""
+        if verdict.call is not None or verdict.feedback is None:
+            return None
+        return Message(thread_id=thread_id, role="user", content=verdict.feedback, id=new_id("msg_"), side=side,
+                       silent=True, metadata={"outputRetry": self.failures})
+
+
+def _needs_wrapper(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    if kind == "object":
+        return False
+    if kind is None and "properties" in schema and not any(k in schema for k in ("anyOf", "oneOf", "allOf")):
+        return False
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and kind is None:
+        target = (schema.get("$defs") or schema.get("definitions") or {}).get(ref.rsplit("/", 1)[-1], {})
+        return not (isinstance(target, dict) and target.get("type") == "object")
+    return True
+
+
+def _schema_name(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64]
+    return cleaned or "output"
+
+
+def _pydantic_error(error: Any) -> str:
+    loc = ".".join(str(p) for p in error.get("loc", ()))
+    msg = str(error.get("msg", "invalid"))
+    return f"{loc}: {msg}" if loc else msg
+
+
+def _schema_error(error: jsonschema.ValidationError) -> str:
+    loc = ".".join(str(p) for p in error.path)
+    return f"{loc}: {error.message}" if loc else error.message
