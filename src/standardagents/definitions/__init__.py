@@ -38,6 +38,7 @@ from .hook import (
     HookName,
     define_hook,
 )
+from .limits import UsageLimits
 from .model import ModelDefinition, ModelFields, define_model
 from .prompt import (
     PromptDefinition,
@@ -91,6 +92,7 @@ __all__ = [
     "ToolDefinition",
     "ToolDiscovery",
     "ToolOptions",
+    "UsageLimits",
     "define_agent",
     "define_controller",
     "define_effect",

@@ -8,6 +8,7 @@ from typing import Any, Literal, Required, TypedDict, Unpack
 from pydantic import Field
 
 from ._base import Definition, build, check_snake_case
+from .limits import UsageLimits
 
 __all__ = [
     "AgentDefinition",
@@ -128,6 +129,8 @@ class AgentDefinition(Definition):
     parent_hooks: list[ParentHookRequirement] = Field(default_factory=list)
     input_guardrails: list[str] = Field(default_factory=list)
     output_guardrails: list[str] = Field(default_factory=list)
+    #: what one turn (and the whole thread) may spend; a call's own limits override these
+    usage_limits: UsageLimits | None = None
 
     def side(self, which: Literal["a", "b"]) -> SideConfig | None:
         return self.side_a if which == "a" else self.side_b

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from .. import observability as observe
-from ..definitions import AgentDefinition, SideConfig
+from ..definitions import AgentDefinition, SideConfig, UsageLimits
 from ..exceptions import ProviderError, StandardAgentsError
 from ..providers.base import (
     ModelRequest,
@@ -42,6 +42,7 @@ from .approvals import approval_request, make_token, signing_secret
 from .compaction import compact_if_needed, over_threshold
 from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
+from .limits import LimitTripped, UsageMeter
 from .ondemand import CARRIED_KEY, save_carried
 from .output import OUTPUT_TOOL_NAME, OutputRun, OutputSpec, Verdict, to_jsonable
 from .state import ExecutionState, ThreadState
@@ -135,6 +136,9 @@ class Execution:
         self.error: str | None = None
         self._output: OutputRun | None = None
         self._verdict: Verdict | None = None
+        #: a call's own usage limits (fields it sets override the agent's)
+        self.usage_limits: UsageLimits | None = None
+        self._meter: UsageMeter | None = None
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -162,6 +166,12 @@ class Execution:
             stop_reason = "cancelled"
             ex.outcome = "cancelled"
             await asyncio.shield(self._settle_cancel())
+        except LimitTripped as trip:
+            stop_reason, error = "interrupted", trip.message
+            ex.outcome = "usage_limit"
+            ex.stop_reason = "interrupted"
+            self.payload = trip.payload()
+            await self._limit_tripped(trip)
         except ProviderError as exc:
             stop_reason, error = "error", str(exc)
             ex.outcome = "model_error"
@@ -234,6 +244,15 @@ class Execution:
         except Exception:
             log.exception("could not store the error of execution %s", self.record.id)
 
+    async def _limit_tripped(self, trip: LimitTripped) -> None:
+        """Tell the person which limit stopped the turn; calls left unanswered get results."""
+        self.bus.emit("usage_limit", self.thread_id, trip.payload())
+        await self._record_error(trip.message, "usage_limit")
+        try:
+            await self.rt.repair_transcript(self.state, reason=trip.message)
+        except Exception:
+            log.exception("could not settle the calls of execution %s", self.record.id)
+
     async def _settle_cancel(self) -> None:
         """Keep the partial reply (marked) and give every unanswered call an error result."""
         messages: list[Message] = []
@@ -257,6 +276,9 @@ class Execution:
         ex = self.ex
         agent = self.agent
         max_turns = agent.max_session_turns
+        limits = agent.usage_limits.merged(self.usage_limits) if agent.usage_limits else self.usage_limits
+        if limits is not None and self._meter is None:
+            self._meter = UsageMeter(limits, ex.message_history)
         while True:
             side_cfg = agent.side(ex.side)
             if side_cfg is None:
@@ -317,6 +339,8 @@ class Execution:
                     ex.outcome = ex.outcome or "response"
                     return
                 continue
+            if self._meter is not None:
+                self._meter.before_tools(len(reply.tool_calls))
             outcomes = await self._run_tools(side, reply, setup)
             self._charge_budget(outcomes, setup)
             if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
@@ -328,6 +352,8 @@ class Execution:
         ex = self.ex
         others = [c for c in reply.tool_calls or [] if c.name != OUTPUT_TOOL_NAME]
         if others:
+            if self._meter is not None:
+                self._meter.before_tools(len(others))
             outcomes = await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=others), setup)
             self._charge_budget(outcomes, setup)
             if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
@@ -480,6 +506,8 @@ class Execution:
     async def _model_step(self, side: Literal["a", "b"], setup: SideSetup, ends_turn: bool = False) -> Message:
         ex = self.ex
         request = await self._assemble(side, setup)
+        if self._meter is not None:
+            self._meter.before_request(request)
         msg_id = new_id("msg_")
         reply = Message(thread_id=self.thread_id, role="assistant", content=None, id=msg_id, side=side if self.dual else None,
                         metadata={"executionId": self.record.id, "step": ex.step_count})
@@ -514,6 +542,8 @@ class Execution:
             reply.status = "truncated"
         if response.model:
             reply.metadata["model"] = response.model
+        if self._meter is not None:
+            self._meter.record(response.usage, None)
         if response.usage is not None:
             u = response.usage.to_dict()
             for k, v in u.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..definitions.limits import UsageLimits, usage_limits
 from ..exceptions import StandardAgentsError
 from .output import OutputSpec, output_spec
 
@@ -20,19 +21,27 @@ __all__ = ["TurnOptions"]
 
 @dataclass(frozen=True)
 class TurnOptions:
-    """A call's own output type and retry budget."""
+    """A call's own output type, retry budget and usage limits."""
 
     output: OutputSpec | None = None
     output_retries: int | None = None
+    usage_limits: UsageLimits | None = None
 
     @classmethod
-    def build(cls, *, output_type: Any = None, output_retries: int | None = None) -> TurnOptions | None:
+    def build(cls, *, output_type: Any = None, output_retries: int | None = None,
+              usage_limits: UsageLimits | dict[str, Any] | None = None) -> TurnOptions | None:
         if output_retries is not None and (not isinstance(output_retries, int) or output_retries < 0):
             raise StandardAgentsError(f"output_retries must be a whole number of at least 0, not {output_retries!r}")
-        if output_type is None and output_retries is None:
+        if output_type is None and output_retries is None and usage_limits is None:
             return None
-        return cls(output_spec(output_type) if output_type is not None else None, output_retries)
+        return cls(output_spec(output_type) if output_type is not None else None, output_retries,
+                   _limits(usage_limits))
 
     def apply(self, execution: Execution) -> None:
         execution.output_override = self.output
         execution.output_retries = self.output_retries
+        execution.usage_limits = self.usage_limits
+
+
+def _limits(value: UsageLimits | dict[str, Any] | None) -> UsageLimits | None:
+    return usage_limits(value)

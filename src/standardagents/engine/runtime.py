@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from .. import observability as observe
 from ..definitions import AgentDefinition, ModelDefinition, PromptDefinition, ToolDefinition
+from ..definitions.limits import UsageLimits
 from ..events import EventBus, Subscription
 from ..exceptions import DefinitionError, InjectionRejected, NotFoundError, StandardAgentsError
 from ..project import DEFAULT_MODEL, load_project
@@ -712,27 +713,31 @@ class Runtime:
                    attachments: list[dict[str, Any]] | None = ..., parts: list[dict[str, Any]] | None = ...,
                    side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
                    start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: type[_T],
-                   output_retries: int | None = ...) -> ExecutionResult[_T]: ...
+                   output_retries: int | None = ...,
+                   usage_limits: UsageLimits | dict[str, Any] | None = ...) -> ExecutionResult[_T]: ...
 
     @overload
     async def send(self, thread_id: str, content: str | None = None, *, role: str = ...,
                    attachments: list[dict[str, Any]] | None = ..., parts: list[dict[str, Any]] | None = ...,
                    side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
                    start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: Any = ...,
-                   output_retries: int | None = ...) -> ExecutionResult[Any]: ...
+                   output_retries: int | None = ...,
+                   usage_limits: UsageLimits | dict[str, Any] | None = ...) -> ExecutionResult[Any]: ...
 
     async def send(self, thread_id: str, content: str | None = None, *, role: str = "user",
                    attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
                    side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
                    start_side: Literal["a", "b"] = "a", silent: bool = False, output_type: Any = None,
-                   output_retries: int | None = None) -> ExecutionResult[Any]:
+                   output_retries: int | None = None,
+                   usage_limits: UsageLimits | dict[str, Any] | None = None) -> ExecutionResult[Any]:
         """Store a message and run the agent until its turn ends; returns how it ended.
 
         ``output_type`` makes the turn's final answer a validated value of that type
-        (``result.value``), overriding the prompt's own."""
+        (``result.value``), overriding the prompt's own; ``usage_limits`` caps what the turn
+        may spend (its fields override the agent's)."""
         task = await self.start(thread_id, content, role=role, attachments=attachments, parts=parts, side=side,
                                 metadata=metadata, start_side=start_side, silent=silent, output_type=output_type,
-                                output_retries=output_retries)
+                                output_retries=output_retries, usage_limits=usage_limits)
         return await task
 
     async def start(self, thread_id: str, content: str | None = None, *, role: str = "user",
@@ -740,12 +745,13 @@ class Runtime:
                     side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
                     start_side: Literal["a", "b"] = "a", silent: bool = False,
                     execution_id: str | None = None, output_type: Any = None,
-                    output_retries: int | None = None) -> asyncio.Task[ExecutionResult]:
+                    output_retries: int | None = None,
+                    usage_limits: UsageLimits | dict[str, Any] | None = None) -> asyncio.Task[ExecutionResult]:
         """Start (or queue behind the running one) an execution; returns its task.
 
         ``execution_id`` lets a caller know the id before the execution starts (it is the
         ``executionId`` of its events)."""
-        options = TurnOptions.build(output_type=output_type, output_retries=output_retries)
+        options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits)
         thread = await self.get_thread(thread_id)
         agent = await self.agent(thread.agent, thread.package)
         message = None
@@ -1033,7 +1039,8 @@ class Runtime:
                   user_id: str | None = None, **kwargs: Any) -> ExecutionResult[Any]:
         """Create a thread for ``agent``, send ``message`` and wait for the end of the turn
         (``output_type``: see :meth:`send`)."""
-        TurnOptions.build(output_type=output_type, output_retries=kwargs.get("output_retries"))
+        TurnOptions.build(output_type=output_type, output_retries=kwargs.get("output_retries"),
+                          usage_limits=kwargs.get("usage_limits"))
         thread = await self.create_thread(agent, user_id=user_id)
         return await self.send(thread.id, message, output_type=output_type, **kwargs)
 

@@ -17,8 +17,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..definitions.limits import usage_limits
 from ..engine.output import output_spec
-from ..exceptions import StandardAgentsError
+from ..exceptions import DefinitionError, StandardAgentsError
 from ..files import check_regex
 from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
@@ -230,7 +231,8 @@ def _message_input(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _output_input(body: dict[str, Any]) -> dict[str, Any]:
-    """``outputType`` (a JSON Schema the turn's answer must match) and ``outputRetries``."""
+    """``outputType`` (a JSON Schema the turn's answer must match), ``outputRetries`` and
+    ``usageLimits`` (what the turn may spend)."""
     schema = body.get("outputType", body.get("output_type"))
     retries = body.get("outputRetries", body.get("output_retries"))
     if schema is not None:
@@ -242,7 +244,15 @@ def _output_input(body: dict[str, Any]) -> dict[str, Any]:
             raise ApiError(422, f"field 'outputType': {exc}") from exc
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < 0):
         raise ApiError(422, "field 'outputRetries' must be a whole number of at least 0")
-    return {"output_type": schema, "output_retries": retries}
+    limits = body.get("usageLimits", body.get("usage_limits"))
+    if limits is not None:
+        if not isinstance(limits, dict):
+            raise ApiError(422, "field 'usageLimits' must be an object of limits")
+        try:
+            usage_limits(limits)
+        except DefinitionError as exc:
+            raise ApiError(422, f"field 'usageLimits': {exc}") from exc
+    return {"output_type": schema, "output_retries": retries, "usage_limits": limits}
 
 
 def _keep(request: Request, task: asyncio.Task[Any]) -> None:
@@ -296,7 +306,8 @@ async def send_message(request: Request) -> Response:
     if wait:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
                               metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
-                              output_type=fields["output_type"], output_retries=fields["output_retries"])
+                              output_type=fields["output_type"], output_retries=fields["output_retries"],
+                              usage_limits=fields["usage_limits"])
         _keep(request, task)
         result = await task
         return JSONResponse(result.to_dict())
@@ -306,7 +317,8 @@ async def send_message(request: Request) -> Response:
     try:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
                               metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
-                              output_type=fields["output_type"], output_retries=fields["output_retries"])
+                              output_type=fields["output_type"], output_retries=fields["output_retries"],
+                              usage_limits=fields["usage_limits"])
     except BaseException:
         sub.close()
         raise
