@@ -67,7 +67,12 @@ async def test_opening_twice_keeps_schema_and_data(backend: Backend) -> None:
         assert await second.get_thread(thread.id) == thread
     finally:
         await second.close()
-    assert await backend.fetch("SELECT version_num FROM alembic_version") == [("0001",)]
+    from alembic.script import ScriptDirectory
+
+    from standardagents.store.migrate import alembic_config
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert await backend.fetch("SELECT version_num FROM alembic_version") == [(head,)]
 
 
 def _schema_drift(backend: Backend) -> list[object]:

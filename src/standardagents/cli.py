@@ -331,7 +331,8 @@ def run(
                                            interactive=sys.stdin.isatty(), project=shlex.quote(str(target)),
                                            labels=side_labels(registry, name))
                 err.print(f"[dim]thread {thread_id} · {result.stop_reason}"
-                          + (f" · {result.outcome}" if result.outcome not in (result.stop_reason, "response") else "") + "[/]")
+                          + (f" · {result.outcome}" if result.outcome not in (result.stop_reason, "response") else "")
+                          + _spend(result) + "[/]")
             if result.stop_reason == "error" and as_json:  # when streaming, it was shown as it happened
                 err.print(f"[red]error:[/] {escape(str(result.error))}")
             return turn_exit_code(result)
@@ -340,6 +341,18 @@ def run(
 
     code = _guard(lambda: asyncio.run(main()))
     raise typer.Exit(code)
+
+
+def _spend(result: Any) -> str:
+    """`` · N tokens (I in / O out) · $C`` for a finished turn (the cost only when known)."""
+    usage = result.usage or {}
+    if not usage:
+        return ""
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    text = f" · {prompt + completion:,} tokens ({prompt:,} in / {completion:,} out)"
+    if result.cost is not None:
+        text += f" · ${result.cost:.6f}".rstrip("0").rstrip(".")
+    return text
 
 
 @app.command()
@@ -369,6 +382,8 @@ def chat(
                                        labels=side_labels(registry, session.agent))
             if result.stop_reason == "cancelled":
                 out.print("[dim](stopped)[/]")
+            elif result.usage:
+                err.print(f"[dim]{_spend(result).removeprefix(' · ')}[/]")
 
         try:
             session = ChatSession(

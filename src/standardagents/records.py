@@ -45,13 +45,18 @@ def new_id(prefix: str = "") -> str:
 
 @dataclass(slots=True)
 class Usage:
-    """Token usage of one model response."""
+    """Token usage of one model response.
+
+    ``prompt_tokens`` counts every input token, including ``cached_tokens`` (read from the
+    provider's prompt cache) and ``cache_write_tokens`` (written to it), which are priced
+    differently."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     reasoning_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -60,6 +65,7 @@ class Usage:
             self.total_tokens + other.total_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def to_dict(self) -> dict[str, int]:
@@ -152,7 +158,8 @@ class Message:
     ``complete`` unless a reply was cut short (``partial``, ``cancelled``, ``error``).
     ``silent`` hides a message from clients only; it stays in the model's context.
     ``hidden`` keeps it out of the model's context (compacted or filtered history)
-    while clients still see it.
+    while clients still see it. ``cost`` is the USD price of the model call that produced
+    the message (``None``: not a model reply, or its price is unknown).
     """
 
     thread_id: str
@@ -175,6 +182,7 @@ class Message:
     created_at: int = field(default_factory=now_ms)
     updated_at: int | None = None
     seq: int | None = None
+    cost: float | None = None
 
     def copy(self, **changes: Any) -> Message:
         return replace(self, **changes)
@@ -202,6 +210,7 @@ class Message:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "seq": self.seq,
+            "cost": self.cost,
         }
 
     @classmethod

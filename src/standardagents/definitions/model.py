@@ -9,7 +9,17 @@ from pydantic import Field
 
 from ._base import Definition, build
 
-__all__ = ["ModelDefinition", "ModelFields", "define_model"]
+__all__ = ["ModelDefinition", "ModelFields", "ModelPrices", "define_model"]
+
+
+class ModelPrices(Definition):
+    """USD per million tokens, for models the price data does not know (private
+    deployments, fine-tunes). Cached input and cache writes default to the input price."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class ModelDefinition(Definition):
@@ -38,6 +48,8 @@ class ModelDefinition(Definition):
     headers: dict[str, str] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
+    #: this model's own prices (per 1M tokens); without them the maintained price data is used
+    prices: ModelPrices | None = None
 
 
 class ModelFields(TypedDict, total=False):
@@ -62,6 +74,7 @@ class ModelFields(TypedDict, total=False):
     headers: Mapping[str, str]
     extra_body: Mapping[str, Any]
     options: Mapping[str, Any]
+    prices: ModelPrices | Mapping[str, float] | None
 
 
 def define_model(definition: Mapping[str, Any] | None = None, /, **fields: Unpack[ModelFields]) -> ModelDefinition:

@@ -73,9 +73,8 @@ class UsageMeter:
                 if m.usage is not None:
                     self.prior_input += m.usage.prompt_tokens
                     self.prior_output += m.usage.completion_tokens
-                cost = m.metadata.get("cost") if m.metadata else None
-                if isinstance(cost, int | float):
-                    self.prior_cost += float(cost)
+                if m.cost is not None:
+                    self.prior_cost += m.cost
 
     def record(self, usage: Usage | None, cost: float | None) -> None:
         """Count one model response."""

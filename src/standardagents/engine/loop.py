@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from .. import observability as observe
-from ..definitions import AgentDefinition, SideConfig, UsageLimits
+from ..costs import call_cost
+from ..definitions import AgentDefinition, ModelDefinition, SideConfig, UsageLimits
 from ..exceptions import ProviderError, StandardAgentsError
 from ..providers.base import (
     ModelRequest,
@@ -88,12 +89,14 @@ class ExecutionResult(Generic[OutputT]):
     payload: dict[str, Any] | None = None
     messages: list[Message] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
+    #: USD spent by the turn's model calls (None when no call had a known price)
+    cost: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "threadId": self.thread_id, "executionId": self.execution_id, "stopReason": self.stop_reason,
             "outcome": self.outcome, "text": self.text, "error": self.error, "stoppedBy": self.stopped_by,
-            "value": to_jsonable(self.value), "payload": self.payload, "usage": self.usage,
+            "value": to_jsonable(self.value), "payload": self.payload, "usage": self.usage, "cost": self.cost,
         }
 
 
@@ -139,6 +142,9 @@ class Execution:
         #: a call's own usage limits (fields it sets override the agent's)
         self.usage_limits: UsageLimits | None = None
         self._meter: UsageMeter | None = None
+        #: USD spent so far (None until a call with a known price)
+        self.cost: float | None = None
+        self._used_model: ModelDefinition | None = None
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -188,7 +194,7 @@ class Execution:
         ex.stopped = True
         if paused is not None:
             result = ExecutionResult(self.thread_id, self.record.id, "interrupted", "approval_required", self.last_text,
-                                     None, None, None, {"approvals": paused}, self.created, self.usage)
+                                     None, None, None, {"approvals": paused}, self.created, self.usage, self.cost)
             self.bus.emit("done", self.thread_id, {"stopReason": "interrupted", "executionId": self.record.id,
                                                    "outcome": "approval_required", "error": None, "stoppedBy": None,
                                                    "approvals": [{k: v for k, v in p.items() if k not in ("token", "stateToken")} for p in paused]})
@@ -205,7 +211,8 @@ class Execution:
             except Exception:
                 log.exception("could not save the end of execution %s", self.record.id)
         result = ExecutionResult(self.thread_id, self.record.id, stop_reason, ex.outcome or stop_reason,
-                                 self.last_text, error, ex.stopped_by, self.value, self.payload, self.created, self.usage)
+                                 self.last_text, error, ex.stopped_by, self.value, self.payload, self.created, self.usage,
+                                 self.cost)
         done: dict[str, Any] = {"stopReason": stop_reason, "executionId": self.record.id,
                                 "outcome": result.outcome, "error": error, "stoppedBy": ex.stopped_by}
         if self.value is not None:
@@ -232,7 +239,8 @@ class Execution:
     def _durable_state(self) -> dict[str, Any]:
         ex = self.ex
         return {"side": ex.side, "sideSteps": dict(ex.side_steps), "sessionTurns": ex.session_turns,
-                "outcome": ex.outcome, "status": ex.status, "value": to_jsonable(self.value), "payload": self.payload}
+                "outcome": ex.outcome, "status": ex.status, "value": to_jsonable(self.value), "payload": self.payload,
+                "usage": self.usage, "cost": self.cost}
 
     async def _record_error(self, message: str, code: str) -> None:
         self.bus.emit("error", self.thread_id, {"message": message, "code": code})
@@ -542,14 +550,18 @@ class Execution:
             reply.status = "truncated"
         if response.model:
             reply.metadata["model"] = response.model
+        cost = reply.cost = call_cost(self._used_model or setup.model, response.usage, response.model)
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
         if self._meter is not None:
-            self._meter.record(response.usage, None)
+            self._meter.record(response.usage, cost)
         if response.usage is not None:
             u = response.usage.to_dict()
             for k, v in u.items():
                 self.usage[k] = self.usage.get(k, 0) + v
             if self.bus.has_subscribers(self.thread_id):
-                self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count})
+                self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count,
+                                                        "cost": cost, "executionCost": self.cost})
         if setup.output_guardrails and text and not setup.model.stream:
             found = await run_guardrails(self.state, setup.output_guardrails, text, "output")
             if found is not None:
@@ -641,6 +653,7 @@ class Execution:
             if i:
                 request.model = model.model
             provider = self.rt.provider_for(model)
+            self._used_model = model
             try:
                 with observe.model_call(model, request, (chain[i - 1].name, last) if i else None) as call:
                     response = await self._call_one(call.provider(provider), model, request, setup, reply)

@@ -192,8 +192,9 @@ def _usage(data: Mapping[str, Any] | None, base: Usage | None = None) -> Usage |
     if base is not None and not completion:
         completion = base.completion_tokens
     cached = int(data.get("cache_read_input_tokens") or 0) or (base.cached_tokens if base else 0)
+    written = int(data.get("cache_creation_input_tokens") or 0) or (base.cache_write_tokens if base else 0)
     return Usage(prompt_tokens=prompt, completion_tokens=completion,
-                 total_tokens=prompt + completion, cached_tokens=cached)
+                 total_tokens=prompt + completion, cached_tokens=cached, cache_write_tokens=written)
 
 
 def from_anthropic_message(data: Mapping[str, Any]) -> ModelResponse:

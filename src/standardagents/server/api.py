@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import mimetypes
 import os
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -17,6 +18,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..costs import UsageTotals, summarize
 from ..definitions.limits import usage_limits
 from ..engine.output import output_spec
 from ..exceptions import DefinitionError, StandardAgentsError
@@ -177,8 +179,70 @@ async def list_threads(request: Request) -> Response:
 async def get_thread(request: Request) -> Response:
     caller = await authenticate(request)
     thread = await require_thread(request, request.path_params["thread_id"], caller)
-    running = await server_of(request).runtime.running_threads([thread.id])
-    return JSONResponse(thread_dict(thread, thread.id in running))
+    rt = server_of(request).runtime
+    running = await rt.running_threads([thread.id])
+    data = thread_dict(thread, thread.id in running)
+    rows = await rt.store.list_usage(thread_id=thread.id)
+    data["usage"] = summarize(rows, None)[0] if rows else UsageTotals().to_dict()
+    return JSONResponse(data)
+
+
+async def list_executions(request: Request) -> Response:
+    """``GET .../executions``: the thread's executions, each with its outcome, usage and cost."""
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    records = await server_of(request).runtime.store.list_executions(thread_id=thread.id)
+    return JSONResponse({"executions": [{
+        "id": r.id, "status": r.status, "stopReason": r.stop_reason, "outcome": r.state.get("outcome"),
+        "error": r.error, "stepCount": r.step_count, "value": r.state.get("value"),
+        "usage": r.state.get("usage") or {}, "cost": r.state.get("cost"), "createdAt": r.created_at,
+        "updatedAt": r.updated_at} for r in sorted(records, key=lambda r: r.created_at)]})
+
+
+_USAGE_GROUPS = ("agent", "model", "user", "day")
+
+
+def _time_param(request: Request, name: str) -> int | None:
+    """Epoch milliseconds, or an ISO date/time (UTC when it has no zone)."""
+    raw = request.query_params.get(name)
+    if not raw:
+        return None
+    if raw.isdigit():
+        return int(raw)
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ApiError(422, f"query parameter '{name}' must be epoch milliseconds or an ISO date") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+async def usage_summary(request: Request) -> Response:
+    """``GET /api/usage``: tokens and cost summed (``by`` agent, model, user or day), filtered
+    by ``agent``, ``model``, ``user``, ``thread``, ``since`` and ``until``. Callers who are
+    not admins see only their own threads."""
+    caller = await authenticate(request)
+    params = request.query_params
+    by = params.get("by") or None
+    if by is not None and by not in _USAGE_GROUPS:
+        raise ApiError(422, f"query parameter 'by' must be one of {', '.join(_USAGE_GROUPS)}")
+    user = params.get("user") or params.get("user_id") or None
+    if not caller.is_admin:
+        if user is not None and user != caller.id:
+            raise ApiError(403, "you may only see your own usage")
+        user = caller.id
+    thread_id = params.get("thread") or None
+    if thread_id is not None:
+        await require_thread(request, thread_id, caller)
+    rows = await server_of(request).runtime.store.list_usage(
+        thread_id=thread_id, user_id=user, agent=params.get("agent") or None,
+        since=_time_param(request, "since"), until=_time_param(request, "until"))
+    model = params.get("model")
+    if model:
+        rows = [r for r in rows if r.get("model") == model]
+    return JSONResponse({"total": summarize(rows, None)[0] if rows else UsageTotals().to_dict(),
+                         "by": by, "groups": summarize(rows, by) if by else []})
 
 
 async def delete_thread(request: Request) -> Response:
@@ -559,6 +623,8 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(t, get_thread, methods=["GET"]),
         Route(t, delete_thread, methods=["DELETE"]),
         Route(f"{t}/messages", list_messages, methods=["GET"]),
+        Route(f"{t}/executions", list_executions, methods=["GET"]),
+        Route(f"{p}/usage", usage_summary, methods=["GET"]),
         Route(f"{t}/messages", send_message, methods=["POST"]),
         Route(f"{t}/stop", stop_thread, methods=["POST"]),
         Route(f"{t}/approvals", list_approvals, methods=["GET"]),

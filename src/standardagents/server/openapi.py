@@ -77,7 +77,10 @@ def openapi_document(prefix: str) -> dict[str, Any]:
     message_body = {"type": "object", "properties": {
         "content": {"type": "string"}, "attachments": {"type": "array", "items": {"type": "object"}},
         "parts": {"type": "array", "items": {"type": "object"}}, "metadata": {"type": "object"},
-        "silent": {"type": "boolean"}}}
+        "silent": {"type": "boolean"},
+        "outputType": {"type": "object", "description": "a JSON Schema the turn's final answer must match"},
+        "outputRetries": {"type": "integer", "minimum": 0},
+        "usageLimits": {"type": "object", "description": "what the turn may spend (requests, tokens, tool calls, USD)"}}}
     paths: dict[str, Any] = {
         f"{p}/agents": {"get": _op("List agents (primary only unless all=true)", tag="agents", params=[_flag("all")],
                                    errors=(422,))},
@@ -101,6 +104,12 @@ def openapi_document(prefix: str) -> dict[str, Any]:
         },
         f"{t}/stop": {"post": _op("Stop the running execution, on whichever worker runs it", params=[_THREAD_ID],
                                   errors=thread_op)},
+        f"{t}/executions": {"get": _op("The thread's executions with outcome, value, usage and cost",
+                                       params=[_THREAD_ID], errors=thread_op)},
+        f"{p}/usage": {"get": _op("Tokens and cost summed, by agent, model, user or day", tag="usage",
+                                  errors=(403, 404, 422), params=[
+            {"name": name, "in": "query", "schema": {"type": "string"}}
+            for name in ("by", "agent", "model", "user", "thread", "since", "until")])},
         f"{t}/effects": {"get": _op("Scheduled effects of the thread", errors=thread_op, params=[_THREAD_ID, {
             "name": "status", "in": "query", "schema": {"type": "string"}}])},
         f"{p}/effects/{{effect_id}}/cancel": {"post": _op("Cancel a pending effect", errors=(*thread_op, 409), params=[

@@ -71,6 +71,7 @@ __all__ = [
     "hash_token",
     "list_messages_params",
     "list_messages_stmt",
+    "list_usage",
     "message_from_row",
     "message_params",
     "tool_result_params",
@@ -181,7 +182,7 @@ def delete_thread(conn: Connection, thread_id: str) -> bool:
 MSG_COLS = (
     "seq", "id", "thread_id", "role", "content", "parts", "tool_calls", "tool_call_id", "name",
     "side", "silent", "hidden", "attachments", "usage", "reasoning", "status", "tool_status",
-    "metadata", "created_at", "updated_at",
+    "metadata", "created_at", "updated_at", "cost",
 )
 _MSG_SELECT_COLS = [messages.c[c] for c in MSG_COLS]
 _MSG_UPDATABLE = frozenset(MSG_COLS) - {"seq", "id"}
@@ -200,7 +201,7 @@ def message_params(m: Message) -> dict[str, Any]:
         "hidden": m.hidden, "attachments": m.attachments or None,
         "usage": usage.to_dict() if usage is not None else None, "reasoning": m.reasoning,
         "status": m.status, "tool_status": m.tool_status, "metadata": m.metadata or None,
-        "created_at": m.created_at, "updated_at": m.updated_at,
+        "created_at": m.created_at, "updated_at": m.updated_at, "cost": m.cost,
     }
 
 
@@ -213,7 +214,7 @@ def message_from_row(r: Sequence[Any]) -> Message:
         tool_call_id=r[7], name=r[8], side=r[9], silent=bool(r[10]), hidden=bool(r[11]),
         attachments=list(r[12] or ()), usage=Usage.from_dict(usage) if usage else None,
         reasoning=r[14], status=r[15], tool_status=r[16], metadata=dict(r[17] or {}),
-        created_at=r[18], updated_at=r[19],
+        created_at=r[18], updated_at=r[19], cost=r[20],
     )
 
 
@@ -357,6 +358,28 @@ def list_tool_results(conn: Connection, thread_id: str, tool_call_id: str | None
         row["metadata"] = dict(row["metadata"] or {})
         out.append(row)
     return out
+
+
+def list_usage(conn: Connection, thread_id: str | None, user_id: str | None, agent: str | None,
+               since: int | None, until: int | None) -> list[dict[str, Any]]:
+    """One row per model reply with usage: its thread's agent and user, time, usage, cost and
+    model (what usage summaries add up)."""
+    stmt = (select(messages.c.thread_id, threads.c.agent, threads.c.user_id, messages.c.created_at,
+                   messages.c.usage, messages.c.cost, messages.c.metadata)
+            .select_from(messages.join(threads, threads.c.id == messages.c.thread_id))
+            .where(messages.c.role == "assistant", messages.c.usage.is_not(None)))
+    if thread_id is not None:
+        stmt = stmt.where(messages.c.thread_id == thread_id)
+    if user_id is not None:
+        stmt = stmt.where(threads.c.user_id == user_id)
+    if agent is not None:
+        stmt = stmt.where(threads.c.agent == agent)
+    if since is not None:
+        stmt = stmt.where(messages.c.created_at >= since)
+    if until is not None:
+        stmt = stmt.where(messages.c.created_at < until)
+    return [{"thread_id": r[0], "agent": r[1], "user_id": r[2], "created_at": r[3], "usage": r[4], "cost": r[5],
+             "model": (r[6] or {}).get("model")} for r in conn.execute(stmt.order_by(messages.c.seq))]
 
 
 # ---------------------------------------------------------------- executions

@@ -11,6 +11,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -84,6 +85,7 @@ messages = Table(
     Column("metadata", JSON),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger),
+    Column("cost", Float),
     Index("ix_messages_thread_seq", "thread_id", "seq"),
 )
 

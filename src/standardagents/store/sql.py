@@ -344,6 +344,11 @@ class SQLStore:
     async def list_tool_results(self, thread_id: str, *, tool_call_id: str | None = None) -> list[dict[str, Any]]:
         return await self._run(ops.list_tool_results, thread_id, tool_call_id, write=False)
 
+    async def list_usage(self, *, thread_id: str | None = None, user_id: str | None = None,
+                         agent: str | None = None, since: int | None = None,
+                         until: int | None = None) -> list[dict[str, Any]]:
+        return await self._run(ops.list_usage, thread_id, user_id, agent, since, until, write=False)
+
     # ------------------------------------------------------------ executions
 
     async def save_execution(self, execution: ExecutionRecord) -> None:
