@@ -265,3 +265,100 @@ async def test_rest_message_with_an_output_type_returns_the_value(client: httpx.
     bad = await client.post(f"/api/threads/{tid}/messages?wait=true", json={"content": "x", "outputType": {"type": 3}},
                             headers=headers)
     assert bad.status_code == 422 and "outputType" in bad.json()["error"]["message"]
+
+
+# -- streaming partial objects --------------------------------------------------------------
+def _drain(sub: Any) -> list[Any]:
+    events = []
+    while not sub.queue.empty():
+        events.append(sub.queue.get_nowait())
+    return events
+
+
+async def test_partial_objects_stream_as_output_delta_then_the_validated_value(stub, make_runtime):
+    stub.queue(StubReply(text=json.dumps(INVOICE), chunk_size=5))
+    rt = await make_runtime(agent(), prompt(), stub_model(stub))
+    sub = rt.subscribe()
+    result = await rt.run("clerk", "bill ACME", output_type=Invoice)
+    events = _drain(sub)
+    partials = [e.data["value"] for e in events if e.type == "output_delta"]
+    assert len(partials) >= 4
+    assert partials[0] != partials[-1] and partials[-1] == INVOICE
+    assert all(isinstance(p, dict) and set(p) <= set(INVOICE) for p in partials)
+    assert len({json.dumps(p, sort_keys=True) for p in partials}) == len(partials)
+    final = [e.data for e in events if e.type == "output"]
+    reply = (await rt.store.list_messages(result.thread_id))[-1]
+    assert final == [{"messageId": reply.id, "value": INVOICE, "side": None}]
+    kinds = [e.type for e in events]
+    assert kinds.index("output") > max(i for i, k in enumerate(kinds) if k == "output_delta")
+
+
+async def test_output_tool_arguments_stream_as_partial_objects(stub, make_runtime):
+    rt = await make_runtime(agent(), prompt(), stub_model(stub))
+    rt.capabilities.latch_output(stub.base_url, "stub-model", "tool")
+    stub.queue(StubReply(tool_calls=[("final_result", json.dumps(INVOICE))], chunk_size=6))
+    sub = rt.subscribe()
+    result = await rt.run("clerk", "bill ACME", output_type=Invoice)
+    partials = [e.data["value"] for e in _drain(sub) if e.type == "output_delta"]
+    assert len(partials) >= 2 and partials[-1] == INVOICE and result.value.customer == "ACME"
+
+
+# -- dual_ai sides, subagents, documents -----------------------------------------------------
+class Verdict(BaseModel):
+    approved: bool
+    reason: str
+
+
+async def test_each_dual_ai_side_answers_in_its_own_type(make_runtime):
+    debate = define_agent(name="debate", type="dual_ai", max_session_turns=2,
+                          side_a={"prompt": "proposer"}, side_b={"prompt": "judge"})
+    rt = await make_runtime(debate, define_prompt(name="proposer", prompt="Propose.", output_type=Point),
+                            define_prompt(name="judge", prompt="Judge.", output_type=Verdict),
+                            define_model(name="default", provider="test", model="t"))
+    result = await rt.run("debate", "go")
+    assert result.outcome == "max_session_turns" and isinstance(result.value, Verdict)
+    values = [(m.side, m.metadata.get("value")) for m in await rt.store.list_messages(result.thread_id)
+              if m.role == "assistant"]
+    assert values == [("a", {"x": 1, "y": 1}), ("b", {"approved": True, "reason": "reason"})]
+
+
+async def test_a_subagent_typed_value_reaches_the_parent_as_json(make_runtime):
+    child = define_agent(name="reviewer", type="dual_ai", max_session_turns=2, expose_as_tool=True,
+                         tool_description="Review a proposal.", primary=False,
+                         side_a={"prompt": "proposer"}, side_b={"prompt": "judge"})
+    boss = define_agent(name="boss", side_a={"prompt": "boss_prompt"})
+    rt = await make_runtime(boss, child, define_prompt(name="boss_prompt", prompt="Delegate.", tools=["reviewer"]),
+                            define_prompt(name="proposer", prompt="Propose."),
+                            define_prompt(name="judge", prompt="Judge.", output_type=Verdict),
+                            define_model(name="default", provider="test", model="t"))
+    result = await rt.run("boss", "review this")
+    assert result.stop_reason == "complete"
+    [tool] = [m for m in await rt.store.list_messages(result.thread_id) if m.role == "tool"]
+    body = json.loads(tool.content or "")
+    assert body["value"] == {"approved": True, "reason": "reason"}
+    [link] = await rt.store.list_subagents(result.thread_id)
+    assert link.result["value"] == body["value"]
+
+
+def test_export_and_validate_say_the_output_type_is_not_carried(tmp_path):
+    from typer.testing import CliRunner
+
+    from standardagents.cli import app
+
+    files = {
+        "agents/agents/clerk.py": "from standardagents import define_agent\n"
+                                  "clerk = define_agent(name='clerk', side_a={'prompt': 'clerk_prompt'})\n",
+        "agents/prompts/clerk_prompt.py": "from standardagents import define_prompt\n"
+                                          "clerk_prompt = define_prompt(name='clerk_prompt', prompt='Bill.', "
+                                          "output_type={'type': 'object', 'properties': {'n': {'type': 'integer'}}})\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    runner = CliRunner()
+    checked = runner.invoke(app, ["validate", str(tmp_path)])
+    assert checked.exit_code == 0 and "output_type, which `export` does not carry" in checked.output
+    exported = runner.invoke(app, ["export", str(tmp_path), "--agent", "clerk"])
+    assert exported.exit_code == 0, exported.output
+    assert "output_type is not carried" in exported.stderr
+    assert "n" not in json.loads(exported.stdout).get("prompt", [{}])[0]

@@ -434,6 +434,10 @@ def document_from_definitions(
                      "which a document cannot carry")
     if agent.hooks or prompt.hooks:
         notes.append(f"agent {agent.name!r}: Python hooks are not carried by a document")
+    if prompt.output_type is not None:
+        notes.append(f"prompt {prompt.name!r}: its output_type is not carried (a document has no output schema)")
+    if agent.usage_limits is not None:
+        notes.append(f"agent {agent.name!r}: its usage_limits are not carried by a document")
     parts = _document_parts(_render_prompt(prompt, registry, (), notes), layout)
     for key, value in (("endpoint", endpoint), ("model", model_section), ("prompt", parts),
                        ("tools", tools), ("retry", retry)):

@@ -18,6 +18,7 @@ from ..definitions import AgentDefinition, ToolDefinition, define_tool
 from ..exceptions import StandardAgentsError
 from ..records import ToolResult, now_ms
 from ..store.records import SubagentRecord
+from .output import to_jsonable
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -107,6 +108,9 @@ async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefiniti
     text = payload.get("message") if result.payload is not None else result.text
     attachments = await _copy_attachments(runtime, parent, thread.id, child.name, payload.get("attachments") or [])
     body: dict[str, Any] = {"message": text, "attachments": attachments, "threadId": thread.id, "outcome": result.outcome}
+    if result.value is not None:
+        # a typed answer reaches the parent as JSON, beside the message
+        body["value"] = to_jsonable(result.value)
     if result.outcome == "session_fail":
         await _finish(runtime, link, "failed", body)
         return ToolResult("error", error=f"subagent {child.name} failed: {text or 'no reason given'}", attachments=attachments)

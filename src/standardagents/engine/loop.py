@@ -45,7 +45,15 @@ from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .limits import LimitTripped, UsageMeter
 from .ondemand import CARRIED_KEY, save_carried
-from .output import OUTPUT_TOOL_NAME, OutputRun, OutputSpec, Verdict, to_jsonable
+from .output import (
+    OUTPUT_TOOL_NAME,
+    UNCHANGED,
+    OutputRun,
+    OutputSpec,
+    PartialOutput,
+    Verdict,
+    to_jsonable,
+)
 from .state import ExecutionState, ThreadState
 from .tools import ToolOutcome, run_tool_call
 
@@ -139,6 +147,7 @@ class Execution:
         self.error: str | None = None
         self._output: OutputRun | None = None
         self._verdict: Verdict | None = None
+        self._growing: PartialOutput | None = None
         #: a call's own usage limits (fields it sets override the agent's)
         self.usage_limits: UsageLimits | None = None
         self._meter: UsageMeter | None = None
@@ -575,6 +584,9 @@ class Execution:
                 self.value = verdict.value
                 reply.metadata["value"] = verdict.json_value
                 ends_turn = not self.dual
+                if self.bus.has_subscribers(self.thread_id):
+                    self.bus.emit("output", self.thread_id, {"messageId": msg_id, "value": verdict.json_value,
+                                                             "side": reply.side})
             extra = [m for m in (out.tool_message(self.thread_id, verdict, reply.side),
                                  out.retry_message(self.thread_id, verdict, reply.side)) if m is not None]
         final = None
@@ -730,6 +742,9 @@ class Execution:
         self._partial_text = text_parts
         calls: dict[int, dict[str, Any]] = {}
         listening = bus.has_subscribers(tid)
+        out = self._output
+        growing = self._growing = PartialOutput(out.spec) if out is not None and listening else None
+        text_growing = growing if out is not None and out.mode != "tool" else None
         splitter = FenceSplitter()
         guard = None
         if setup.output_guardrails:
@@ -750,6 +765,8 @@ class Execution:
                                 await guard.feed(piece)
                             elif listening:
                                 bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
+                            if text_growing is not None and (grown := text_growing.feed(piece)) is not UNCHANGED:
+                                bus.emit("output_delta", tid, {"messageId": reply.id, "value": grown, "side": side})
                         elif listening:
                             bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
                 elif type(delta) is ToolCallDelta:
@@ -785,6 +802,11 @@ class Execution:
                 slot["name"] = slot["name"] or delta.name
         if delta.arguments:
             slot["args"].append(delta.arguments)
+            growing = self._growing
+            if growing is not None and slot["name"] == OUTPUT_TOOL_NAME \
+                    and (grown := growing.feed(delta.arguments)) is not UNCHANGED:
+                self.bus.emit("output_delta", self.thread_id, {"messageId": self._partial.id if self._partial else None,
+                                                               "value": grown, "side": self._partial.side if self._partial else None})
         if slot["started"] or not slot["name"]:
             return
         tool = setup.toolbox.tools.get(slot["name"])

@@ -24,6 +24,7 @@ judge each reply.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,8 +44,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_OUTPUT_RETRIES",
     "OUTPUT_TOOL_NAME",
+    "UNCHANGED",
     "OutputRun",
     "OutputSpec",
+    "PartialOutput",
     "Verdict",
     "default_mode",
     "output_spec",
@@ -300,6 +303,120 @@ class OutputRun:
             return None
         return Message(thread_id=thread_id, role="user", content=verdict.feedback, id=new_id("msg_"), side=side,
                        silent=True, metadata={"outputRetry": self.failures})
+
+
+_UNCHANGED: Any = object()
+# a partial value can only have grown when a piece holds one of these
+_STRUCTURE = frozenset(',:]}"0123456789eltf')
+
+
+class PartialOutput:
+    """The typed answer as it streams: the value parsed from the JSON received so far.
+
+    Parsing waits for a piece that can change the value (structure, a string's end, a
+    digit...), and :meth:`feed` answers only when the value differs from the last one, so a
+    client sees the object grow field by field without a flood of identical events."""
+
+    __slots__ = ("_last", "_parts", "spec")
+
+    def __init__(self, spec: OutputSpec) -> None:
+        self.spec = spec
+        self._parts: list[str] = []
+        self._last = ""
+
+    def feed(self, piece: str) -> Any:
+        """The new partial value, or :data:`UNCHANGED`."""
+        self._parts.append(piece)
+        if not _STRUCTURE.intersection(piece):
+            return _UNCHANGED
+        text = "".join(self._parts).lstrip()
+        if text.startswith("```"):
+            text = text.split("\n", 1)[1] if "\n" in text else ""
+        if not text or text[0] not in "{[":
+            return _UNCHANGED
+        closed = complete_json(text)
+        if closed is None:
+            return _UNCHANGED
+        try:
+            value = json.loads(closed)
+        except ValueError:
+            return _UNCHANGED
+        if value in ("", None):
+            return _UNCHANGED
+        value = self.spec.unwrap(value) if isinstance(value, dict) and set(value) == {"result"} else value
+        shown = json.dumps(value, sort_keys=True, default=str)
+        if shown == self._last:
+            return _UNCHANGED
+        self._last = shown
+        return value
+
+
+UNCHANGED = _UNCHANGED
+_TRAILING_TOKEN = re.compile(r"[\w.+-]+$")
+
+
+def complete_json(text: str) -> str | None:
+    """The longest complete JSON prefix of ``text``, closed: an unfinished string value is
+    closed, an unfinished key, number or literal is dropped with its separator, and open
+    objects and arrays are closed. ``None`` when nothing usable remains."""
+    stack: list[str] = []
+    in_str = escaped = is_key = False
+    start = -1
+    last = ""
+    for i, c in enumerate(text):
+        if in_str:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_str = False
+                last = "k" if is_key else "v"
+            continue
+        if c == '"':
+            in_str, start = True, i
+            is_key = bool(stack) and stack[-1] == "{" and last in ("{", ",")
+        elif c in "{[":
+            stack.append(c)
+            last = c
+        elif c in "}]":
+            if stack:
+                stack.pop()
+            last = c
+        elif c in ",:":
+            last = c
+        elif not c.isspace():
+            last = "v"
+    if in_str:
+        text = text[:start] if is_key else (text[:-1] if escaped else text) + '"'
+    closers = "".join("}" if b == "{" else "]" for b in reversed(stack))
+    for _ in range(3):
+        text = _drop_dangling(text.rstrip())
+        candidate = text + closers
+        try:
+            json.loads(candidate)
+        except ValueError:
+            token = _TRAILING_TOKEN.search(text)
+            if token is None:
+                return None
+            text = text[:token.start()]
+            continue
+        return candidate
+    return None
+
+
+def _drop_dangling(text: str) -> str:
+    """``text`` without a trailing comma, or a trailing key with its colon."""
+    while text:
+        if text.endswith(","):
+            text = text[:-1].rstrip()
+        elif text.endswith(":"):
+            text = text[:-1].rstrip()
+            if text.endswith('"'):
+                text = text[:text.rfind('"', 0, len(text) - 1)].rstrip()
+        else:
+            break
+    return text
 
 
 def _needs_wrapper(schema: dict[str, Any]) -> bool:
