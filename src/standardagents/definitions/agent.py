@@ -166,6 +166,7 @@ class AgentFields(TypedDict, total=False):
     parent_hooks: Sequence[ParentHookFields]
     input_guardrails: Sequence[str]
     output_guardrails: Sequence[str]
+    usage_limits: UsageLimits | Mapping[str, Any] | None
 
 
 def _get(data: dict[str, Any], snake: str, camel: str) -> Any:

@@ -204,6 +204,9 @@ class PromptFields(TypedDict, total=False):
     max_tool_retries: int
     temperature: float | None
     max_tokens: int | None
+    #: a type (Pydantic model, dataclass, TypedDict, a list or union of those) or a JSON Schema
+    output_type: Any
+    output_retries: int
 
 
 def define_prompt(definition: Mapping[str, Any] | None = None, /, **fields: Unpack[PromptFields]) -> PromptDefinition:
