@@ -46,6 +46,20 @@ def test_anthropic_cost_counts_cache_reads_and_writes_at_their_prices():
     assert call_cost(model, usage) == pytest.approx(float(expected))
 
 
+@pytest.mark.parametrize(("provider", "model"), [("openai", "gpt-4o"), ("openai", "gpt-4o-mini"),
+                                                 ("anthropic", "claude-sonnet-4-5"), ("anthropic", "claude-3-5-haiku")])
+def test_call_cost_equals_the_price_data_own_calculation(provider, model):
+    import genai_prices
+
+    usage = Usage(prompt_tokens=50_000, completion_tokens=4_000, total_tokens=54_000, cached_tokens=10_000,
+                  cache_write_tokens=5_000 if provider == "anthropic" else 0)
+    theirs = genai_prices.calc_price(genai_prices.Usage(
+        input_tokens=50_000, output_tokens=4_000, cache_read_tokens=10_000,
+        cache_write_tokens=usage.cache_write_tokens or None), model, provider_id=provider)
+    ours = call_cost(define_model(name="m", provider=provider, model=model), usage)
+    assert ours == pytest.approx(float(theirs.total_price), rel=1e-12)
+
+
 def test_the_reported_model_name_is_priced_before_the_alias():
     p = listed("gpt-4o-mini", "openai")
     usage = Usage(prompt_tokens=1_000_000, completion_tokens=0, total_tokens=1_000_000)

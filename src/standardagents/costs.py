@@ -9,6 +9,7 @@ found is ``None`` — never 0, which would read as "free".
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -68,7 +69,18 @@ def manual_cost(prices: Any, usage: Usage) -> float:
 
 
 def catalogue_cost(usage: Usage, model_ref: str, provider_id: str | None, provider_url: str | None) -> float | None:
-    """Cost from the ``genai-prices`` data; ``None`` when it does not know the model."""
+    """Cost from the ``genai-prices`` data; ``None`` when it does not know the model.
+
+    A model priced per token at flat rates (most are) is computed from its rates, looked up
+    once an hour; tiered prices, per-request fees and cache use without its own rate go
+    through the data's full calculation."""
+    rates = _flat_rates(model_ref, provider_id, provider_url, int(time.time() // 3600))
+    if rates is not None:
+        fresh, cached, written, output = rates
+        if (cached is not None or not usage.cached_tokens) and (written is not None or not usage.cache_write_tokens):
+            uncached = max(0, usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens)
+            return (uncached * fresh + usage.cached_tokens * (cached or 0.0) + usage.cache_write_tokens * (written or 0.0)
+                    + usage.completion_tokens * output) / 1_000_000
     found = _lookup(model_ref, provider_id, provider_url)
     if found is None:
         return None
@@ -86,6 +98,36 @@ def catalogue_cost(usage: Usage, model_ref: str, provider_id: str | None, provid
         log.debug("no price for %s", model_ref, exc_info=True)
         return None
     return float(calc.total_price)
+
+
+_TOKEN_RATES = ("input_mtok", "cache_read_mtok", "cache_write_mtok", "output_mtok")
+
+
+@lru_cache(maxsize=512)
+def _flat_rates(model_ref: str, provider_id: str | None, provider_url: str | None,
+                hour: int) -> tuple[float, float | None, float | None, float] | None:
+    """USD per token (input, cache read, cache write, output) of a model priced at flat
+    per-token rates with no per-request fee; ``None`` for anything else. ``hour`` keys the
+    cache, so a price that changes on a date is picked up."""
+    found = _lookup(model_ref, provider_id, provider_url)
+    if found is None:
+        return None
+    try:
+        prices = found[0].get_prices(datetime.now(tz=UTC)).__dict__
+    except Exception:
+        return None
+    if prices.get("requests_kcount") is not None:
+        return None
+    rates: list[float | None] = []
+    for key in _TOKEN_RATES:
+        value = prices.get(key)
+        if value is not None and not isinstance(value, Decimal):
+            return None  # tiered
+        rates.append(None if value is None else float(value))
+    fresh, cached, written, output = rates
+    if fresh is None or output is None:
+        return None
+    return fresh, cached, written, output
 
 
 @lru_cache(maxsize=512)

@@ -65,6 +65,9 @@ class UsageMeter:
         self.output_tokens = 0
         self.tool_calls = 0
         self.cost = 0.0
+        # estimates already made this turn, by message (kept alive, so an id is never reused)
+        self._seen: dict[int, tuple[Any, int]] = {}
+        self._tools: tuple[Any, int] | None = None
         # what earlier turns of the thread spent (the messages present when this turn began)
         self.prior_input = self.prior_output = 0
         self.prior_cost = 0.0
@@ -75,6 +78,23 @@ class UsageMeter:
                     self.prior_output += m.usage.completion_tokens
                 if m.cost is not None:
                     self.prior_cost += m.cost
+
+    def _estimate(self, request: ModelRequest) -> int:
+        """The request's input tokens, estimated; each message and the tool list are counted
+        once per turn (the history grows by appending, so a step counts only what is new)."""
+        seen = self._seen
+        total = 0
+        for message in request.messages:
+            known = seen.get(id(message))
+            if known is None or known[0] is not message:
+                known = seen[id(message)] = (message, estimate_tokens(message))
+            total += known[1]
+        tools = request.tools
+        if tools:
+            if self._tools is None or self._tools[0] is not tools:
+                self._tools = (tools, estimate_tokens(json.dumps(tools, separators=(",", ":"))))
+            total += self._tools[1]
+        return total
 
     def record(self, usage: Usage | None, cost: float | None) -> None:
         """Count one model response."""
@@ -93,9 +113,7 @@ class UsageMeter:
             raise LimitTripped("requests", self.requests + 1, lim.requests, before=True)
         if any(v is not None for v in (lim.input_tokens, lim.total_tokens, lim.thread_input_tokens,
                                        lim.thread_total_tokens)):
-            estimate = estimate_tokens(request.messages)
-            if request.tools:
-                estimate += estimate_tokens(json.dumps(request.tools, separators=(",", ":")))
+            estimate = self._estimate(request)
             turn_in = self.input_tokens + estimate
             thread_in = self.prior_input + turn_in
             for name, used in (("input_tokens", turn_in), ("total_tokens", turn_in + self.output_tokens),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 import jsonschema
@@ -74,7 +75,7 @@ class OutputSpec:
     source: Any = None
     _validator: Any = field(default=None, repr=False)
 
-    @property
+    @cached_property
     def object_schema(self) -> dict[str, Any]:
         """The schema as an object (what native output and the output tool carry)."""
         if not self.wrapped:
@@ -106,14 +107,23 @@ class OutputSpec:
             return None, None, errors[:_ERROR_LIMIT]
         return data, data, []
 
-    def tool(self) -> dict[str, Any]:
-        """The output tool in chat-completions shape."""
+    @cached_property
+    def _tool(self) -> dict[str, Any]:
         return {"type": "function", "function": {
             "name": OUTPUT_TOOL_NAME,
             "description": "Give your final answer by calling this tool; its arguments are the answer.",
             "parameters": self.object_schema}}
 
+    def tool(self) -> dict[str, Any]:
+        """The output tool in chat-completions shape (one shared dict: do not change it)."""
+        return self._tool
+
     def response_format(self) -> dict[str, Any]:
+        """``response_format`` asking for the schema (one shared dict: do not change it)."""
+        return self._response_format
+
+    @cached_property
+    def _response_format(self) -> dict[str, Any]:
         return {"type": "json_schema", "json_schema": {"name": self.name, "schema": self.object_schema, "strict": False}}
 
     def instruction(self) -> str:
