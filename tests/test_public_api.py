@@ -13,7 +13,7 @@ PUBLIC = {
     # the definitions those functions return
     "AgentDefinition", "PromptDefinition", "ModelDefinition", "ToolDefinition", "HookDefinition",
     "EffectDefinition", "ControllerDefinition", "ThreadEndpointDefinition", "MCPServerDefinition",
-    "SideConfig", "SessionToolConfig",
+    "SideConfig", "SessionToolConfig", "UsageLimits",
     # running it
     "Runtime", "ThreadState", "ExecutionResult", "Registry", "load_project", "validate_project",
     "Event", "EventBus", "Message", "ThreadRecord", "ToolCall", "ToolResult", "Usage",
