@@ -192,7 +192,7 @@ class OutputRun:
         self.retries = retries
         self.failures = 0
         self.mode: OutputMode = "native"
-        self._base: tuple[int, list[dict[str, Any]], Any] | None = None
+        self._base: tuple[ModelRequest, list[dict[str, Any]], Any] | None = None
         #: whether the last request offered other tools beside the output tool
         self._others = False
 
@@ -201,8 +201,9 @@ class OutputRun:
               level: str | None) -> None:
         """Make ``request`` ask ``model`` for the typed value the way its endpoint accepts."""
         base = self._base
-        if base is None or base[0] != id(request):
-            base = self._base = (id(request), request.messages, request.tool_choice)
+        if base is None or base[0] is not request:
+            # the request as the loop built it (a fallback model is shaped from it again)
+            base = self._base = (request, request.messages, request.tool_choice)
         _, messages, choice = base
         endpoint = model.base_url or model.provider
         mode = latches.output_mode_for(endpoint, model.model) or default_mode(model)
