@@ -388,3 +388,14 @@ def test_init_suggests_a_local_try_that_needs_no_token(tmp_path: Path) -> None:
     done = _cli("init", str(tmp_path / "fresh"), env=_env(tmp_path))
     assert done.returncode == 0, done.stderr
     assert f"standardagents serve {tmp_path / 'fresh'} --dev" in done.stdout
+
+
+def test_run_at_a_terminal_asks_which_primary_agent(tmp_path: Path) -> None:
+    terminal = _Terminal([str(EXE), "run", str(_project(tmp_path)), "Tabs or spaces?"], _env(tmp_path))
+    terminal.expect(b"1. assistant")
+    terminal.expect(b"2. debate")
+    terminal.expect(b"Which agent? [1-2]")
+    assert b"researcher" not in terminal.seen  # a subagent is not offered
+    terminal.type(b"2\r")
+    terminal.expect(b"SKEPTIC concluded:")
+    assert terminal.close() == 0
