@@ -204,3 +204,67 @@ async def test_repairing_a_transcript_stores_every_missing_result_in_one_transac
     repaired = await _tool_messages(rt, thread.id)
     assert [m.tool_call_id for m in repaired] == ["call_0", "call_1", "call_2"]
     assert all(m.tool_status == "error" for m in repaired)
+
+
+# blocking (synchronous) tools ---------------------------------------------------------------
+
+class Gate:
+    """A blocking tool's handle: it reports entering, then blocks until released."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.answered: list[bool] = []
+
+
+def blocking_tool(gate: Gate, **options: object) -> object:
+    @define_tool(name="wait_for_gate", **options)
+    def wait_for_gate() -> str:
+        """Block (a synchronous handler) until the test lets it go."""
+        gate.entered.set()
+        # bounded so a test run against a loop-blocking engine fails instead of hanging
+        gate.answered.append(gate.release.wait(5))
+        return "released"
+
+    return wait_for_gate
+
+
+async def test_a_blocking_tool_past_its_timeout_ends_with_an_error_result(stub, make_runtime):
+    gate = Gate()
+    stub.queue(StubReply(tool_calls=[("wait_for_gate", "{}")]), "It took too long.")
+    rt = await make_runtime(AGENT, prompt("wait_for_gate"), blocking_tool(gate, timeout=0.2), stub_model(stub))
+    try:
+        result = await rt.run("helper", "go")
+        still_blocked = not gate.release.is_set() and gate.answered == []
+    finally:
+        gate.release.set()
+    assert (result.stop_reason, result.text) == ("complete", "It took too long.")
+    (tool,) = await _tool_messages(rt, result.thread_id)
+    assert tool.tool_status == "error" and "timed out after 0.2 s" in tool.content
+    assert still_blocked  # the turn ended while the handler was still running (in its thread)
+
+
+async def test_a_blocking_tool_leaves_the_event_loop_free_for_other_threads(stub, make_runtime):
+    gate = Gate()
+    stub.queue(StubReply(tool_calls=[("wait_for_gate", "{}")]))
+    rt = await make_runtime(AGENT, prompt("wait_for_gate"), blocking_tool(gate), stub_model(stub))
+    first = await rt.create_thread("helper")
+    second = await rt.create_thread("helper")
+    sub = rt.subscribe(second.id)
+    running = await rt.start(first.id, "block")
+    assert await asyncio.to_thread(gate.entered.wait, 10)
+    # while the first thread's tool blocks, a whole streamed turn of another thread runs
+    stub.queue(StubReply(text="meanwhile, an answer", chunk_size=4))
+    other = await rt.send(second.id, "hello")
+    events = []
+    while not sub.queue.empty():
+        events.append(sub.queue.get_nowait())
+    assert (other.stop_reason, other.text) == ("complete", "meanwhile, an answer")
+    assert "".join(e.data["delta"] for e in events if e.type == "message_chunk") == "meanwhile, an answer"
+    assert gate.answered == []  # the blocking call has not returned yet
+    stub.queue("done")
+    gate.release.set()
+    result = await running
+    assert result.stop_reason == "complete" and gate.answered == [True]

@@ -6,6 +6,8 @@ gets a precise error to act on instead of a crash.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import json
 from collections.abc import Callable, Mapping
@@ -49,6 +51,7 @@ class ToolDefinition(Definition):
     origin_detail: str | None = None
 
     _validator: Any = PrivateAttr(default=None)
+    _is_async: bool | None = PrivateAttr(default=None)
 
     def validate_arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """Return clean arguments or raise ``ValueError`` with every problem listed."""
@@ -70,18 +73,39 @@ class ToolDefinition(Definition):
         return args
 
     async def invoke(self, state: Any, args: dict[str, Any]) -> Any:
-        """Call the handler in its own style; awaits coroutines, runs sync handlers inline."""
+        """Call the handler in its own style.
+
+        A coroutine function runs on the event loop. A plain function runs on a worker thread,
+        so a blocking handler (``time.sleep``, a synchronous HTTP client, heavy computation)
+        never freezes the loop: other threads' turns, live streams, ``stop`` and the
+        heartbeat carry on meanwhile. When the call is given up (a timeout, a stop) the thread
+        cannot be interrupted: it runs to its end in the background and its result is dropped.
+        """
         if self.call_style == "kwargs":
-            result = self.execute(**args, **{self.state_param: state}) if self.wants_state else self.execute(**args)
+            kwargs = {**args, self.state_param: state} if self.wants_state else args
+            call = functools.partial(self.execute, **kwargs)
         elif self.call_style == "state_args":
             payload: Any = self.args_model.model_validate(args) if self.args_model else args
-            result = self.execute(state, payload)
+            call = functools.partial(self.execute, state, payload)
         else:
             payload = self.args_model.model_validate(args) if self.args_model else args
-            result = self.execute(payload)
+            call = functools.partial(self.execute, payload)
+        result = call() if self._runs_on_loop() else await asyncio.to_thread(call)
         if inspect.isawaitable(result):
             result = await result
         return result
+
+    def _runs_on_loop(self) -> bool:
+        """Whether the handler is asynchronous (decided once per definition)."""
+        known = self._is_async
+        if known is None:
+            fn = self.execute
+            while isinstance(fn, functools.partial):
+                fn = fn.func
+            method = None if inspect.isroutine(fn) else type(fn).__dict__.get("__call__")  # a callable object
+            known = inspect.iscoroutinefunction(fn) or (method is not None and inspect.iscoroutinefunction(method))
+            object.__setattr__(self, "_is_async", known)
+        return bool(known)
 
     def openai_tool(self) -> dict[str, Any]:
         """The chat-completions ``tools`` entry for this tool."""
