@@ -94,10 +94,17 @@ def to_llm_message(message: Message, perspective: str | None, dual: bool) -> dic
 
 
 class LLMCache:
-    """Memoised conversions keyed by (message id, updated_at, perspective)."""
+    """Memoised conversions keyed by (message id, updated_at, perspective), at most
+    ``max_entries`` of them: the oldest entries make room for new ones, so memory stays flat
+    however many threads a long-lived process runs (an evicted message is just converted
+    again; a running turn also keeps its own converted history)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max(1, max_entries)
         self._cache: dict[tuple[str, int | None, str | None], dict[str, Any] | None] = {}
+
+    def __len__(self) -> int:
+        return len(self._cache)
 
     def convert(self, messages: list[Message], perspective: str | None, dual: bool) -> list[dict[str, Any]]:
         cache = self._cache
@@ -110,6 +117,8 @@ class LLMCache:
             llm = cache.get(key, _MISSING)
             if llm is _MISSING:
                 llm = to_llm_message(m, perspective, dual)
+                if len(cache) >= self.max_entries:
+                    del cache[next(iter(cache))]  # dicts keep insertion order: the oldest goes
                 cache[key] = llm
             if llm is not None:
                 append(llm)

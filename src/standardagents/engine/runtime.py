@@ -13,7 +13,7 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
@@ -138,6 +138,7 @@ class Runtime:
         self._providers: dict[str, ModelProvider] = {}
         self._by_model: dict[int, tuple[ModelDefinition, ModelProvider]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._lock_users: dict[str, int] = {}
         self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._executions: dict[str, Execution] = {}
         self._closed = False
@@ -699,11 +700,23 @@ class Runtime:
         return await schedule(self, state, name, args, delay)
 
     # executions ----------------------------------------------------------------------------
-    def _lock(self, thread_id: str) -> asyncio.Lock:
+    @contextlib.asynccontextmanager
+    async def _lock(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold the thread's in-process lock. The lock lives only while an execution holds or
+        waits for it, so a long-lived process keeps no lock per thread it ever ran."""
         lock = self._locks.get(thread_id)
         if lock is None:
             lock = self._locks[thread_id] = asyncio.Lock()
-        return lock
+        self._lock_users[thread_id] = self._lock_users.get(thread_id, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            left = self._lock_users.pop(thread_id) - 1
+            if left:
+                self._lock_users[thread_id] = left
+            else:
+                self._locks.pop(thread_id, None)
 
     def is_running(self, thread_id: str) -> bool:
         return thread_id in self._running

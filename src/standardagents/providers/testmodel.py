@@ -16,6 +16,7 @@ tool's own defaults.
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -246,7 +247,9 @@ class TestModelProvider(ModelProvider):
     name = "test"
 
     def __init__(self, script: Script | None = None, *, model_name: str = "test-model") -> None:
-        self.requests: list[ModelRequest] = []
+        #: the requests received, newest last (the last 1,000: a long-running server that
+        #: uses the offline model keeps flat memory)
+        self.requests: collections.deque[ModelRequest] = collections.deque(maxlen=1000)
         self.model_name = model_name
         self._script = script
         self._position = 0
