@@ -119,3 +119,20 @@ def test_serve_refuses_a_missing_project_or_an_unreachable_database_in_one_line(
                                       "--database-url", "postgresql://nobody@127.0.0.1:1/none"])
     assert unreachable.exit_code == 1 and "cannot open PostgreSQL database" in unreachable.output
     assert "Traceback" not in missing.output + unreachable.output
+
+
+def test_serve_refuses_several_workers_on_sqlite_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    runner.invoke(app, ["init", str(tmp_path / "proj")])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ}
+    env.pop("STANDARDAGENTS_DATABASE_URL", None)
+    refused = subprocess.run([str(EXE), "serve", str(tmp_path / "proj"), "--workers", "2", "--port", str(port)],
+                             capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 1
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--workers 2 needs PostgreSQL" in lines[0]
+    assert "serving" not in refused.stdout and "Traceback" not in refused.stderr

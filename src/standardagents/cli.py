@@ -439,6 +439,17 @@ def _preflight(project: Path, database_url: str | None) -> None:
     asyncio.run(check())
 
 
+def _refuse_sqlite_workers(project: Path, database_url: str | None, workers: int) -> None:
+    """Several workers on one SQLite file would queue behind each other's write lock (and
+    see only their own live events): refuse in one line, pointing at PostgreSQL."""
+    from .store import resolve_url
+
+    url = resolve_url(database_url, project_dir=project)
+    if url.split(":", 1)[0].split("+", 1)[0] == "sqlite":
+        fail(f"--workers {workers} needs PostgreSQL: on SQLite only one process writes at a time; "
+             "pass --database-url postgresql://... (or serve with one worker)")
+
+
 def _check_port(host: str, port: int) -> None:
     """Refuse a port another program holds, before anything says it is serving."""
     import socket
@@ -487,6 +498,8 @@ def serve(
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
     _check_log_format(log_format)
     _guard(lambda: _preflight(project, database_url))
+    if workers > 1:
+        _refuse_sqlite_workers(project, database_url, workers)
     _check_port(host, port)
     out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev,

@@ -2,16 +2,22 @@
 
 The statements live in :mod:`standardagents.store.ops`; this module only decides how to run
 them. SQLite runs inline on one connection per store (WAL, ``synchronous=NORMAL``), because
-a commit takes tens of microseconds and a thread hop would cost more than the write.
-PostgreSQL runs on SQLAlchemy's async engine so network waits never block the event loop.
+a commit takes tens of microseconds and a thread hop would cost more than the write. What
+could hold the event loop is kept off it: the connection never waits for a lock (busy
+timeout 0) but retries with ``await asyncio.sleep`` backoff while another process writes,
+and WAL checkpoints (which fsync the database file) run on a background thread with a
+connection of their own. PostgreSQL runs on SQLAlchemy's async engine so network waits
+never block the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,6 +41,70 @@ __all__ = ["DATABASE_URL_ENV", "SQLStore", "open_store", "resolve_url"]
 
 DATABASE_URL_ENV = "STANDARDAGENTS_DATABASE_URL"
 T = TypeVar("T")
+
+#: how long an operation keeps retrying while another process holds SQLite's write lock
+SQLITE_LOCK_WAIT = 10.0
+#: write transactions between two background checkpoints (a step's commit adds a few WAL pages)
+CHECKPOINT_COMMITS = 250
+#: the longest the checkpointer waits between two looks at the WAL
+CHECKPOINT_INTERVAL = 1.0
+
+
+class _Busy(Exception):
+    """Internal: SQLite reported its write lock taken by another connection."""
+
+
+def _is_busy(exc: BaseException) -> bool:
+    orig = getattr(exc, "orig", None) or exc
+    if isinstance(orig, sqlite3.OperationalError):
+        code = getattr(orig, "sqlite_errorcode", None)
+        return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in str(orig)
+    return False
+
+
+class _Checkpointer:
+    """Checkpoints a SQLite file's WAL from a background thread on its own connection, so
+    the fsyncs of a checkpoint never run on the event loop (the store's own connection has
+    automatic checkpoints off). It runs every ``CHECKPOINT_INTERVAL`` seconds, or sooner when
+    the store reports ``CHECKPOINT_COMMITS`` commits; PASSIVE mode never blocks writers."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._commits = 0
+        self._thread = threading.Thread(target=self._loop, name="standardagents-sqlite-checkpoint", daemon=True)
+        self._thread.start()
+
+    def wrote(self) -> None:
+        self._commits += 1
+        if self._commits >= CHECKPOINT_COMMITS:
+            self._commits = 0
+            self._wake.set()
+
+    def _loop(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=1000")
+            while not self._stop.is_set():
+                self._wake.wait(CHECKPOINT_INTERVAL)
+                self._wake.clear()
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:
+                    pass  # a busy database: the next round checkpoints
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error:
+            pass
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(10)
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -96,6 +166,7 @@ class SQLStore:
         self._fast: SQLiteFastPath | None = None
         self._aengine: AsyncEngine | None = None
         self._lock = threading.Lock()
+        self._checkpointer: _Checkpointer | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -128,10 +199,11 @@ class SQLStore:
             if not memory:
                 cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=10000")
-            # Checkpoints fsync the database file; taking them less often keeps that cost off
-            # most commits (the WAL stays bounded: 4,000 pages, about 16 MB).
-            cur.execute("PRAGMA wal_autocheckpoint=4000")
+            # Never wait inside SQLite (that would hold the event loop): a taken write lock
+            # is reported at once and the operation retried with an asynchronous backoff.
+            cur.execute("PRAGMA busy_timeout=0")
+            # Checkpoints fsync the database file: they run on the checkpointer's thread.
+            cur.execute(f"PRAGMA wal_autocheckpoint={0 if not memory else 1000}")
             cur.execute("PRAGMA temp_store=MEMORY")
             cur.execute("PRAGMA cache_size=-16000")
             cur.close()
@@ -146,10 +218,12 @@ class SQLStore:
         self._cursor = self._dbapi.cursor()
         self._fast = SQLiteFastPath(engine.dialect)
         try:
-            self._run_sqlite(upgrade_to_head, (), write=True)
+            self._run_sqlite_waiting(upgrade_to_head, ())
         except StoreError:
             self._close_sqlite()
             raise
+        if not memory:
+            self._checkpointer = _Checkpointer(str(Path(database).expanduser()))
 
     async def _open_postgres(self) -> None:
         connect_args: dict[str, Any] = {}
@@ -175,6 +249,9 @@ class SQLStore:
         self._aengine = engine
 
     def _close_sqlite(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         if self._conn is not None:
             self._conn.close()
         if self._engine is not None:
@@ -213,6 +290,8 @@ class SQLStore:
                     conn.commit()
                 if dbapi.in_transaction:
                     dbapi.commit()
+                if write and self._checkpointer is not None:
+                    self._checkpointer.wrote()
                 return result
             except BaseException as exc:
                 try:
@@ -223,15 +302,33 @@ class SQLStore:
                 except Exception:
                     pass
                 if isinstance(exc, SQLAlchemyError | sqlite3.Error):
+                    if _is_busy(exc):
+                        raise _Busy() from exc
                     raise StoreError(f"{fn.__name__} failed: {_reason(exc)}") from exc
                 raise
+
+    def _run_sqlite_waiting(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """``_run_sqlite`` retried while the database is locked, blocking (start-up only)."""
+        deadline = time.monotonic() + SQLITE_LOCK_WAIT
+        delay = 0.001
+        while True:
+            try:
+                return self._run_sqlite(fn, args, write=True)
+            except _Busy as exc:
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"{fn.__name__} failed: the database is locked by another process") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
 
     async def _run(self, fn: Callable[..., T], *args: Any, write: bool = True) -> T:
         """Run one op as one transaction; database failures become ``StoreError``."""
         if self.dialect == "sqlite":
             if self._conn is None:
                 self._open_sqlite()
-            return self._run_sqlite(fn, args, write=write)
+            try:
+                return self._run_sqlite(fn, args, write=write)
+            except _Busy:
+                return await self._run_sqlite_later(fn, args, write)
         engine = self._aengine
         if engine is None:
             await self._open_postgres()
@@ -244,6 +341,21 @@ class SQLStore:
             raise
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"{fn.__name__} failed: {_reason(exc)}") from exc
+
+    async def _run_sqlite_later(self, fn: Callable[..., T], args: tuple[Any, ...], write: bool) -> T:
+        """Retry an op another process's write lock turned away, sleeping asynchronously
+        between attempts (1 ms doubling to 50 ms) for up to ``SQLITE_LOCK_WAIT`` seconds."""
+        deadline = time.monotonic() + SQLITE_LOCK_WAIT
+        delay = 0.001
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                return self._run_sqlite(fn, args, write=write)
+            except _Busy as exc:
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"{fn.__name__} failed: the database is locked by another process "
+                                     f"(waited {SQLITE_LOCK_WAIT:g} s)") from exc
+            delay = min(delay * 2, 0.05)
 
     # ------------------------------------------------------------ threads
 
