@@ -61,7 +61,7 @@ async def main(threads: int) -> None:
                 assert result.stop_reason == "complete", result
                 if i in marks:
                     gc.collect()
-                    cache = len(rt.llm_cache._cache)
+                    cache = len(rt.llm_cache)
                     print(f"{i:>8} {rss_mb():>8.1f} {cache:>14} {len(rt._locks):>13}", flush=True)
         finally:
             await rt.aclose()

@@ -28,11 +28,16 @@ async def test_the_conversion_cache_and_the_thread_locks_stay_bounded(make_runti
     assert len(await rt.store.list_messages(thread.id)) == 4
 
 
-def test_the_cache_evicts_its_oldest_entries_first():
+def test_the_cache_keeps_what_is_in_use_and_drops_the_oldest():
     from standardagents.records import Message
 
-    cache = LLMCache(max_entries=3)
-    messages = [Message(thread_id="t", role="user", content=f"m{i}") for i in range(5)]
-    assert [m["content"] for m in cache.convert(messages, None, False)] == ["m0", "m1", "m2", "m3", "m4"]
-    assert len(cache) == 3
-    assert [key[0] for key in cache._cache] == [m.id for m in messages[2:]]
+    cache = LLMCache(max_entries=4)
+    messages = [Message(thread_id="t", role="user", content=f"m{i}") for i in range(6)]
+    first = cache.convert(messages, None, False)
+    assert [m["content"] for m in first] == [f"m{i}" for i in range(6)]
+    assert len(cache) <= 4
+    recent = cache.convert(messages[-2:], None, False)
+    assert [a is b for a, b in zip(first[-2:], recent, strict=True)] == [True, True]  # kept
+    oldest = cache.convert(messages[:1], None, False)
+    assert oldest == first[:1] and oldest[0] is not first[0]  # dropped, converted anew
+    assert len(cache) <= 4

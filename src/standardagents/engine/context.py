@@ -95,16 +95,22 @@ def to_llm_message(message: Message, perspective: str | None, dual: bool) -> dic
 
 class LLMCache:
     """Memoised conversions keyed by (message id, updated_at, perspective), at most
-    ``max_entries`` of them: the oldest entries make room for new ones, so memory stays flat
-    however many threads a long-lived process runs (an evicted message is just converted
-    again; a running turn also keeps its own converted history)."""
+    ``max_entries`` of them, so memory stays flat however many threads a long-lived process
+    runs.
+
+    Two generations of half the size each: new conversions go into the young one; when it is
+    full it becomes the old one and the previous old one is dropped whole. A hit in the old
+    generation moves the entry back into the young one, so what is in use stays. A hit costs
+    one dict lookup and eviction is O(1) (an evicted message is just converted again)."""
 
     def __init__(self, max_entries: int = 10_000) -> None:
-        self.max_entries = max(1, max_entries)
+        self.max_entries = max(2, max_entries)
+        self._half = self.max_entries // 2
         self._cache: dict[tuple[str, int | None, str | None], dict[str, Any] | None] = {}
+        self._old: dict[tuple[str, int | None, str | None], dict[str, Any] | None] = {}
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self._cache) + len(self._old)
 
     def convert(self, messages: list[Message], perspective: str | None, dual: bool) -> list[dict[str, Any]]:
         cache = self._cache
@@ -116,9 +122,12 @@ class LLMCache:
             key = (m.id, m.updated_at, perspective)
             llm = cache.get(key, _MISSING)
             if llm is _MISSING:
-                llm = to_llm_message(m, perspective, dual)
-                if len(cache) >= self.max_entries:
-                    del cache[next(iter(cache))]  # dicts keep insertion order: the oldest goes
+                llm = self._old.pop(key, _MISSING)
+                if llm is _MISSING:
+                    llm = to_llm_message(m, perspective, dual)
+                if len(cache) >= self._half:
+                    self._old, self._cache = cache, {}
+                    cache = self._cache
                 cache[key] = llm
             if llm is not None:
                 append(llm)
