@@ -268,3 +268,22 @@ async def test_a_blocking_tool_leaves_the_event_loop_free_for_other_threads(stub
     gate.release.set()
     result = await running
     assert result.stop_reason == "complete" and gate.answered == [True]
+
+
+async def test_many_blocking_tool_calls_of_one_step_all_run_at_once(stub, make_runtime):
+    import threading
+
+    calls = 12  # more than a default thread pool's workers on a small machine
+    meeting = threading.Barrier(calls, timeout=10)
+
+    @define_tool
+    def meet(n: int) -> str:
+        """Blocks until every call of the step has started."""
+        meeting.wait()
+        return f"met {n}"
+
+    stub.queue(StubReply(tool_calls=[("meet", json.dumps({"n": i})) for i in range(calls)]), "all met")
+    rt = await make_runtime(AGENT, prompt("meet"), meet, stub_model(stub))
+    result = await rt.run("helper", "meet")
+    assert (result.stop_reason, result.text) == ("complete", "all met")
+    assert [t.content for t in await _tool_messages(rt, result.thread_id)] == [f"met {i}" for i in range(calls)]

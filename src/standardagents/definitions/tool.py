@@ -7,9 +7,11 @@ gets a precise error to act on instead of a crash.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import json
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypedDict, Unpack, get_type_hints, overload
 
@@ -79,7 +81,9 @@ class ToolDefinition(Definition):
         so a blocking handler (``time.sleep``, a synchronous HTTP client, heavy computation)
         never freezes the loop: other threads' turns, live streams, ``stop`` and the
         heartbeat carry on meanwhile. When the call is given up (a timeout, a stop) the thread
-        cannot be interrupted: it runs to its end in the background and its result is dropped.
+        cannot be interrupted: it runs to its end in the background and its result is dropped
+        (a daemon thread of its own, so it neither holds a shared pool's worker nor keeps the
+        process from exiting).
         """
         if self.call_style == "kwargs":
             kwargs = {**args, self.state_param: state} if self.wants_state else args
@@ -90,7 +94,7 @@ class ToolDefinition(Definition):
         else:
             payload = self.args_model.model_validate(args) if self.args_model else args
             call = functools.partial(self.execute, payload)
-        result = call() if self._runs_on_loop() else await asyncio.to_thread(call)
+        result = call() if self._runs_on_loop() else await _in_thread(call, f"tool {self.name}")
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -126,6 +130,34 @@ class ToolOptions(TypedDict, total=False):
 
 #: a JSON Schema (a dict) or a Pydantic model class describing a tool's arguments
 ToolSchema = Mapping[str, Any] | type[BaseModel]
+
+
+async def _in_thread(call: Callable[[], Any], name: str) -> Any:
+    """``call()`` on a new daemon thread (with the caller's context variables), awaited."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if done.done():  # the caller gave up (timeout, stop)
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(value)
+
+    def run() -> None:
+        try:
+            value, error = context.run(call), None
+        except BaseException as exc:  # handed to the awaiting coroutine
+            value, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return await done
 
 
 def _doc_params(func: Callable[..., Any]) -> tuple[str, dict[str, str]]:
