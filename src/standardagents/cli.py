@@ -576,6 +576,7 @@ def _mount_commands() -> None:
     from .effects_cli import effects_app
     from .packages.cli import pack_command, packages_command, unpack_command
     from .server.cli import tokens_app
+    from .server.doors.cli import mcp_command
 
     app.add_typer(tokens_app, name="tokens", help="Create, list and revoke API tokens.")
     app.add_typer(effects_app, name="effects", help="List, cancel and run scheduled effects.")
@@ -584,6 +585,7 @@ def _mount_commands() -> None:
     app.command("packages")(packages_command)
     app.command("import")(import_command)
     app.command("export")(export_command)
+    app.command("mcp")(mcp_command)
 
 
 _mount_commands()

@@ -24,6 +24,7 @@ from ..observability.http import ObservabilityMiddleware
 from ..relay import relay_for_store
 from ..sandbox.thread import prewarm_sandbox
 from .api import WorkerHeaderMiddleware, api_routes
+from .doors import door_routes, doors_running
 from .endpoints import EndpointTable, dispatch_controller, dispatch_thread_endpoint
 from .errors import BodyLimitMiddleware, ErrorMiddleware, http_exception_handler
 from .metrics import metrics_endpoint
@@ -76,6 +77,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         Route(f"{prefix}/threads/{{thread_id}}/{{path:path}}", dispatch_thread_endpoint,
               methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
         *openai_routes(),
+        *door_routes(),
         *_ui_routes(prefix),
         Route(f"{prefix}/{{path:path}}", dispatch_controller,
               methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
@@ -102,7 +104,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
                 app.state.server.extra["relay"] = relay
                 # a stop asked on another worker reaches the turn running here
                 rt.bus.add_listener(rt.on_bus_event)
-            yield
+            async with doors_running(app.state.server):
+                yield
         finally:
             if watcher is not None:
                 watcher.cancel()

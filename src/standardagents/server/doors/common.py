@@ -1,0 +1,94 @@
+"""What every door shares: the agents it offers, opening (or continuing) a caller's thread
+under the REST API's access policy, and starting a turn whose events the door can follow."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...events import Subscription
+from ...records import ThreadRecord, new_id
+from ...store.base import UserRecord
+from ..auth import LOCAL_USER_ID, can_access_thread
+
+if TYPE_CHECKING:
+    from ...definitions import AgentDefinition
+    from ...engine.loop import ExecutionResult
+    from ...engine.runtime import Runtime
+
+__all__ = ["DoorError", "Turn", "agent_description", "local_user", "open_thread", "primary_agents", "start_turn"]
+
+
+class DoorError(Exception):
+    """A refusal a door reports in its protocol's own way (``status`` as over HTTP)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+async def primary_agents(rt: Runtime) -> list[tuple[str, AgentDefinition]]:
+    """The agents a client may talk to (the primary ones), by their public names, sorted."""
+    found: list[tuple[str, AgentDefinition]] = []
+    for entry in rt.registry.entries("agents"):
+        agent = await rt.registry.aget("agents", entry.name, entry.package)
+        if agent.primary:
+            found.append((rt.registry.public_name(entry), agent))
+    found.sort(key=lambda pair: pair[0])
+    return found
+
+
+def agent_description(name: str, agent: AgentDefinition) -> str:
+    """What a client is told about an agent: its own description, else a generic line."""
+    return (agent.description or agent.tool_description or f"Talk to the agent {name!r}.").strip()
+
+
+async def local_user(rt: Runtime) -> UserRecord:
+    """The local admin a dev server (or a local stdio door) acts as."""
+    user = await rt.store.get_user(LOCAL_USER_ID)
+    if user is None:
+        user = await rt.store.create_user("local", is_admin=True, user_id=LOCAL_USER_ID)
+    return user
+
+
+async def open_thread(rt: Runtime, caller: UserRecord, agent: str, thread_id: str | None,
+                      source: str) -> ThreadRecord:
+    """The thread to talk in: ``thread_id`` when the caller may use it and it belongs to
+    ``agent``, else a new thread of the caller's (``source`` is kept in its metadata)."""
+    entry = rt.registry.find("agents", agent)
+    if entry is None or not (await rt.registry.aget("agents", entry.name, entry.package)).primary:
+        raise DoorError(404, f"unknown agent {agent!r}")
+    if not thread_id:
+        return await rt.create_thread(agent, user_id=caller.id, metadata={"source": source})
+    thread = await rt.store.get_thread(thread_id)
+    if thread is None:
+        raise DoorError(404, f"unknown thread {thread_id!r}")
+    if not can_access_thread(caller, thread):
+        raise DoorError(403, f"you may not access thread {thread_id!r} (it belongs to another user)")
+    if rt.registry.find("agents", thread.agent, thread.package) is not entry:
+        raise DoorError(422, f"thread {thread_id!r} belongs to agent {thread.agent!r}, not {agent!r}")
+    return thread
+
+
+@dataclass
+class Turn:
+    """A started execution: its task, id and a subscription opened before it started."""
+
+    thread: ThreadRecord
+    execution_id: str
+    task: asyncio.Task[ExecutionResult]
+    sub: Subscription
+
+
+async def start_turn(rt: Runtime, thread: ThreadRecord, message: str | None, **kwargs: Any) -> Turn:
+    """Start (or queue) an execution with ``message``, subscribed first so no event is missed."""
+    sub = rt.subscribe(thread.id, reasoning=False)
+    execution_id = new_id("exe_")
+    try:
+        task = await rt.start(thread.id, message, execution_id=execution_id, **kwargs)
+    except BaseException:
+        sub.close()
+        raise
+    return Turn(thread, execution_id, task, sub)
