@@ -477,12 +477,14 @@ class Runtime:
     # threads -------------------------------------------------------------------------------
     async def create_thread(self, agent: str, *, user_id: str | None = None, title: str | None = None,
                             metadata: dict[str, Any] | None = None, parent_id: str | None = None,
-                            namespace: str | None = None) -> ThreadRecord:
-        """Create a thread and run ``after_thread_created``."""
+                            namespace: str | None = None, thread_id: str | None = None) -> ThreadRecord:
+        """Create a thread and run ``after_thread_created`` (``thread_id``: an id the client chose)."""
         definition = await self.agent(agent, namespace)
         package = self.registry.namespace_of("agents", agent, namespace)
         thread = ThreadRecord(agent=definition.name, user_id=user_id, title=title, metadata=dict(metadata or {}),
                               parent_id=parent_id, package=package)
+        if thread_id:
+            thread.id = thread_id
         thread = await self.store.create_thread(thread)
         self.bus.emit("thread_created", thread.id, {"thread": thread.to_dict()})
         state = ThreadState(self, thread, definition, package)

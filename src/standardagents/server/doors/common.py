@@ -4,6 +4,7 @@ under the REST API's access policy, and starting a turn whose events the door ca
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
     from ...engine.runtime import Runtime
 
 __all__ = ["DoorError", "Turn", "agent_description", "local_user", "open_thread", "primary_agents", "start_turn"]
+
+
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 
 class DoorError(Exception):
@@ -54,15 +58,28 @@ async def local_user(rt: Runtime) -> UserRecord:
 
 
 async def open_thread(rt: Runtime, caller: UserRecord, agent: str, thread_id: str | None,
-                      source: str) -> ThreadRecord:
+                      source: str, *, create: bool = False) -> ThreadRecord:
     """The thread to talk in: ``thread_id`` when the caller may use it and it belongs to
-    ``agent``, else a new thread of the caller's (``source`` is kept in its metadata)."""
+    ``agent``, else a new thread of the caller's (``source`` is kept in its metadata).
+
+    With ``create``, an unknown ``thread_id`` is the id of a new thread (protocols whose
+    clients choose thread ids)."""
     entry = rt.registry.find("agents", agent)
     if entry is None or not (await rt.registry.aget("agents", entry.name, entry.package)).primary:
         raise DoorError(404, f"unknown agent {agent!r}")
     if not thread_id:
         return await rt.create_thread(agent, user_id=caller.id, metadata={"source": source})
     thread = await rt.store.get_thread(thread_id)
+    if thread is None and create:
+        if not _CLIENT_ID.match(thread_id):
+            raise DoorError(422, "a thread id is 1 to 128 letters, digits, '-', '_', '.' or ':'")
+        try:
+            return await rt.create_thread(agent, user_id=caller.id, metadata={"source": source}, thread_id=thread_id)
+        except Exception:
+            # created meanwhile by a concurrent request: use it as any existing thread
+            thread = await rt.store.get_thread(thread_id)
+            if thread is None:
+                raise
     if thread is None:
         raise DoorError(404, f"unknown thread {thread_id!r}")
     if not can_access_thread(caller, thread):

@@ -1,0 +1,222 @@
+"""The AG-UI door: ``POST /ag-ui/{agent}`` runs a turn and streams it as AG-UI events (SSE),
+so front-end kits speaking AG-UI can drive an agent.
+
+The request is AG-UI's ``RunAgentInput``. Its ``threadId`` is our thread: an existing thread
+of the caller's (same access policy as the REST API), or, when unknown, the id of a new one.
+The thread keeps the history, so only the last user message of ``messages`` is sent. A run
+ends with exactly one ``RUN_FINISHED`` (``outcome`` success, ``interrupt`` for an approval
+pause, ``cancelled``) or ``RUN_ERROR``. Models come from the ``ag-ui-protocol`` package
+(``pip install 'standardagents[agui]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ...events import Event
+from ...records import new_id
+from ..auth import authenticate
+from ..errors import ApiError, read_json
+from ..state import server_of
+from ..streams import sse_response, turn_events
+from .common import DoorError, open_thread, start_turn
+
+if TYPE_CHECKING:
+    from ag_ui.core import BaseEvent
+
+__all__ = ["agui_routes"]
+
+
+def _models() -> Any:
+    try:
+        import ag_ui.core as core
+    except ImportError:  # an optional extra
+        raise ApiError(501, "the AG-UI door needs the ag-ui-protocol package: pip install 'standardagents[agui]'") from None
+    return core
+
+
+def _last_user_text(run_input: Any) -> str | None:
+    for message in reversed(run_input.messages):
+        if getattr(message, "role", None) != "user":
+            continue
+        content = message.content
+        if isinstance(content, str):
+            return content
+        texts = [getattr(part, "text", None) for part in content or []]
+        joined = "".join(t for t in texts if isinstance(t, str))
+        return joined or None
+    return None
+
+
+class _Translator:
+    """Turns one execution's bus events into AG-UI events, keeping text messages, tool
+    calls and steps properly opened and closed."""
+
+    def __init__(self, core: Any, thread_id: str, run_id: str) -> None:
+        self.core = core
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.text: str | None = None
+        self.tools: set[str] = set()
+        self.step = 0
+        self.step_open = False
+        self.errors: list[str] = []
+        self.pending: list[dict[str, Any]] = []
+
+    def _open_step(self) -> list[BaseEvent]:
+        if self.step_open:
+            return []
+        self.step += 1
+        self.step_open = True
+        return [self.core.StepStartedEvent(step_name=f"step {self.step}")]
+
+    def _close_text(self) -> list[BaseEvent]:
+        if self.text is None:
+            return []
+        message_id, self.text = self.text, None
+        return [self.core.TextMessageEndEvent(message_id=message_id)]
+
+    def close_all(self) -> list[BaseEvent]:
+        out = self._close_text()
+        out += [self.core.ToolCallEndEvent(tool_call_id=call) for call in sorted(self.tools)]
+        self.tools.clear()
+        if self.step_open:
+            self.step_open = False
+            out.append(self.core.StepFinishedEvent(step_name=f"step {self.step}"))
+        return out
+
+    def translate(self, event: Event) -> list[BaseEvent]:
+        core, data = self.core, event.data
+        out: list[BaseEvent] = []
+        if event.type == "message_chunk" and data.get("delta"):
+            out += self._open_step()
+            message_id = str(data.get("messageId") or new_id("msg_"))
+            if self.text != message_id:
+                out += self._close_text()
+                self.text = message_id
+                out.append(core.TextMessageStartEvent(message_id=message_id, role="assistant"))
+            out.append(core.TextMessageContentEvent(message_id=message_id, delta=str(data["delta"])))
+        elif event.type == "tool_call_started" and data.get("id"):
+            out += self._open_step() + self._close_text()
+            call = str(data["id"])
+            if call not in self.tools:
+                self.tools.add(call)
+                out.append(core.ToolCallStartEvent(tool_call_id=call, tool_call_name=str(data.get("name") or "tool"),
+                                                   parent_message_id=None))
+        elif event.type == "tool_call_done" and data.get("id"):
+            out += self._open_step() + self._close_text()
+            call = str(data["id"])
+            if call not in self.tools:
+                out.append(core.ToolCallStartEvent(tool_call_id=call, tool_call_name=str(data.get("name") or "tool")))
+            self.tools.discard(call)
+            arguments = data.get("arguments")
+            text_args = arguments if isinstance(arguments, str) else json.dumps(arguments, default=str)
+            if text_args:
+                out.append(core.ToolCallArgsEvent(tool_call_id=call, delta=text_args))
+            out.append(core.ToolCallEndEvent(tool_call_id=call))
+            result = data.get("result") if data.get("status") == "success" else (data.get("error") or data.get("result"))
+            content = result if isinstance(result, str) else json.dumps(result, default=str)
+            out.append(core.ToolCallResultEvent(message_id=new_id("msg_"), tool_call_id=call, content=content or "",
+                                                role="tool"))
+        elif event.type == "usage":
+            out += self._close_text()
+            if self.step_open:
+                self.step_open = False
+                out.append(core.StepFinishedEvent(step_name=f"step {self.step}"))
+        elif event.type == "error":
+            self.errors.append(str(data.get("message") or "error"))
+        elif event.type == "approval.request":
+            self.pending.append(dict(data))
+        return out
+
+    def finish(self, done: Event | None) -> list[BaseEvent]:
+        core = self.core
+        out = self.close_all()
+        data = done.data if done is not None else {}
+        stop, outcome = data.get("stopReason"), data.get("outcome")
+        meta = {"executionId": data.get("executionId")}
+        if done is None or stop == "error" or outcome in ("error", "model_error"):
+            message = data.get("error") or (self.errors[-1] if self.errors else "the run ended without a result")
+            out.append(core.RunErrorEvent(message=str(message), code=str(outcome or "error"), metadata=meta))
+        elif outcome == "approval_required":
+            interrupts = [core.Interrupt(id=str(p.get("id")), reason="tool_approval", tool_call_id=str(p.get("id")),
+                                         message=f"{p.get('tool')} waits for approval",
+                                         metadata={"tool": p.get("tool"), "arguments": p.get("arguments"),
+                                                   "token": p.get("token")})
+                          for p in self.pending]
+            out.append(core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, metadata=meta,
+                                             outcome=core.RunFinishedInterruptOutcome(interrupts=interrupts)))
+        elif stop == "cancelled":
+            out.append(core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, metadata=meta,
+                                             outcome=core.RunFinishedCancelledOutcome()))
+        else:
+            out.append(core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, metadata=meta,
+                                             outcome=core.RunFinishedSuccessOutcome()))
+        return out
+
+
+def _sse(event: BaseEvent) -> bytes:
+    return f"data: {event.model_dump_json(by_alias=True, exclude_none=True)}\n\n".encode()
+
+
+async def run_agent(request: Request) -> Response:
+    """``POST /ag-ui/{agent}``: AG-UI's ``RunAgentInput`` in, AG-UI events out (SSE)."""
+    caller = await authenticate(request)
+    core = _models()
+    body = await read_json(request)
+    try:
+        run_input = core.RunAgentInput.model_validate(body)
+    except Exception as exc:  # pydantic's ValidationError: one line per problem
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])  # type: ignore[attr-defined]
+        raise ApiError(422, f"not an AG-UI RunAgentInput: {problems}") from None
+    if run_input.tools:
+        raise ApiError(422, "front-end tools are not supported by this door yet: send 'tools': []")
+    text = _last_user_text(run_input)
+    if text is None:
+        raise ApiError(422, "'messages' needs a user message with text content")
+    server = server_of(request)
+    rt = server.runtime
+    agent = request.path_params["agent"]
+    try:
+        thread = await open_thread(rt, caller, agent, run_input.thread_id, "ag-ui", create=True)
+    except DoorError as exc:
+        raise ApiError(exc.status, exc.message) from None
+    turn = await start_turn(rt, thread, text)
+    from ..api import _keep
+
+    _keep(request, turn.task)
+    translator = _Translator(core, thread.id, run_input.run_id)
+
+    async def frames() -> AsyncIterator[bytes]:
+        ended = False
+        try:
+            yield _sse(core.RunStartedEvent(thread_id=thread.id, run_id=run_input.run_id,
+                                            metadata={"executionId": turn.execution_id}))
+            done: Event | None = None
+            async for event in turn_events(turn.sub, turn.task, rt, thread.id, turn.execution_id):
+                if event.type == "done" and event.data.get("executionId") == turn.execution_id:
+                    done = event
+                    break
+                for out in translator.translate(event):
+                    yield _sse(out)
+            ended = True
+            for out in translator.finish(done):
+                yield _sse(out)
+        finally:
+            if not ended:
+                # the client went away mid-run: the run stops with it
+                stopper = asyncio.ensure_future(rt.stop(thread.id))
+                _keep(request, stopper)
+
+    return sse_response(frames(), headers={"X-Thread-Id": thread.id}, on_close=turn.sub.close)
+
+
+def agui_routes() -> list[BaseRoute]:
+    return [Route("/ag-ui/{agent:path}", run_agent, methods=["POST"])]
