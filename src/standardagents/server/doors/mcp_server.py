@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 import anyio
-import mcp_types as types
+from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from starlette.requests import Request
