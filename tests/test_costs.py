@@ -177,3 +177,10 @@ async def test_rest_reports_usage_per_thread_execution_and_summary(client: httpx
     assert (await client.get("/api/usage?since=yesterday", headers=alice)).status_code == 422
     everyone = (await client.get("/api/usage?by=user", headers=actors.auth("root"))).json()
     assert [g["user"] for g in everyone["groups"]] == [actors.ids["alice"]]
+
+
+def test_usage_to_dict_names_every_field():
+    from dataclasses import fields
+
+    usage = Usage(1, 2, 3, 4, 5, 6)
+    assert usage.to_dict() == {f.name: getattr(usage, f.name) for f in fields(Usage)}

@@ -146,11 +146,15 @@ def _lookup(model_ref: str, provider_id: str | None, provider_url: str | None) -
 def _provider_key(model: ModelDefinition) -> tuple[str | None, str | None]:
     """``(provider_id, provider_url)`` for the price data: official APIs by id, other
     endpoints (gateways such as OpenRouter) by their URL; local servers have no price."""
+    return _endpoint_key(model.provider, model.base_url)
+
+
+@lru_cache(maxsize=256)
+def _endpoint_key(provider: str, base: str | None) -> tuple[str | None, str | None]:
     from .providers.openai import is_local_url
 
-    base = model.base_url
     if base is None:
-        return _PROVIDER_IDS[model.provider], None
+        return _PROVIDER_IDS[provider], None
     host = (urlsplit(base).hostname or "").lower()
     if host in _OFFICIAL_HOSTS:
         return _OFFICIAL_HOSTS[host], None

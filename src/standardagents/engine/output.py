@@ -131,10 +131,33 @@ class OutputSpec:
                 + json.dumps(self.schema, separators=(",", ":")))
 
 
+_SPECS: dict[Any, OutputSpec] = {}
+_SPECS_MAX = 256
+
+
 def output_spec(output_type: Any) -> OutputSpec:
-    """An :class:`OutputSpec` for a type or a JSON Schema; a bad one raises a clear error."""
+    """An :class:`OutputSpec` for a type or a JSON Schema; a bad one raises a clear error.
+
+    Specs are remembered per type (and per schema text): building a validator and its JSON
+    Schema costs milliseconds, far more than a step, and a typed call repeats its type."""
     if isinstance(output_type, OutputSpec):
         return output_type
+    try:
+        key: Any = ("schema", json.dumps(output_type, sort_keys=True)) if isinstance(output_type, dict) else output_type
+        cached = _SPECS.get(key)
+    except (TypeError, ValueError):  # an unhashable type or a schema that is not JSON
+        key, cached = None, None
+    if cached is not None:
+        return cached
+    spec = _build_spec(output_type)
+    if key is not None:
+        if len(_SPECS) >= _SPECS_MAX:
+            _SPECS.pop(next(iter(_SPECS)))
+        _SPECS[key] = spec
+    return spec
+
+
+def _build_spec(output_type: Any) -> OutputSpec:
     if isinstance(output_type, dict):
         try:
             cls = jsonschema.validators.validator_for(output_type)
@@ -195,6 +218,7 @@ class OutputRun:
         self._base: tuple[ModelRequest, list[dict[str, Any]], Any] | None = None
         #: whether the last request offered other tools beside the output tool
         self._others = False
+        self._last_check: tuple[str, tuple[Any, Any, list[str]] | None] | None = None
 
     # requests ----------------------------------------------------------------------------
     def shape(self, request: ModelRequest, model: ModelDefinition, latches: CapabilityLatches,
@@ -251,14 +275,25 @@ class OutputRun:
 
     # replies -----------------------------------------------------------------------------
     def matches(self, text: str) -> bool:
-        """Whether ``text`` is already a valid answer (so it is not taken for typed tool calls)."""
+        """Whether ``text`` is already a valid answer (so it is not taken for typed tool calls);
+        the outcome is kept for :meth:`judge` of the same text."""
         if self.mode == "tool":
             return False
+        checked = self._checked(text)
+        return checked is not None and not checked[2]
+
+    def _checked(self, text: str) -> tuple[Any, Any, list[str]] | None:
+        """``spec.validate`` of the JSON in ``text`` (None: no JSON), remembered for one text."""
+        last = self._last_check
+        if last is not None and last[0] == text:
+            return last[1]
         try:
-            data = parse_json(text)
+            data = parse_json(text) if text.strip() else None
         except ValueError:
-            return False
-        return not self.spec.validate(data)[2]
+            data = None
+        result = None if data is None else self.spec.validate(data)
+        self._last_check = (text, result)
+        return result
 
     def judge(self, reply: Message) -> Verdict | None:
         """The verdict on a reply, or ``None`` when the reply only calls other tools."""
@@ -274,13 +309,16 @@ class OutputRun:
         return self._check_text(reply.content or "", None)
 
     def _check_text(self, text: str, call: ToolCall | None) -> Verdict:
-        try:
-            data = parse_json(text) if text.strip() else None
-        except ValueError as exc:
-            return self._failed([f"the answer is not JSON ({exc})"], call)
-        if data is None:
+        if not text.strip():
             return self._failed(["the answer is empty"], call)
-        value, json_value, errors = self.spec.validate(data)
+        checked = self._checked(text)
+        if checked is None:
+            try:
+                parse_json(text)
+            except ValueError as exc:
+                return self._failed([f"the answer is not JSON ({exc})"], call)
+            return self._failed(["the answer is empty"], call)
+        value, json_value, errors = checked
         if errors:
             return self._failed(errors, call)
         return Verdict("value", value, json_value, call=call)
