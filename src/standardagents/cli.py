@@ -133,9 +133,11 @@ def validate(project: ProjectArg) -> None:
         agent = entry.value
         for req in getattr(agent, "parent_hooks", []):
             out.print(f"  {agent.name}: adds parent hook [bold]{req.hook}[/] ({req.stage}) - {req.reason}")
+        if agent is None or entry.package is not None or agent.type != "ai_human":
+            continue  # packed agents are loaded on use; documents describe ai_human agents only
         for side in (agent.side_a, agent.side_b):
             prompt = registry.get("prompts", side.prompt) if side is not None and registry.has("prompts", side.prompt) else None
-            if prompt is not None and prompt.output_type is not None and agent.type == "ai_human":
+            if prompt is not None and prompt.output_type is not None:
                 out.print(f"  {agent.name}: note: prompt {prompt.name} has an output_type, which `export` does not "
                           "carry (a cubicecho.agent/1 document has no output schema)")
 
