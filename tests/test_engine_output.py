@@ -362,3 +362,27 @@ def test_export_and_validate_say_the_output_type_is_not_carried(tmp_path):
     assert exported.exit_code == 0, exported.output
     assert "output_type is not carried" in exported.stderr
     assert "n" not in json.loads(exported.stdout).get("prompt", [{}])[0]
+
+
+# -- the OpenAI door: response_format through the official client ----------------------------
+class Sum(BaseModel):
+    a: int
+    b: int
+    total: int
+
+
+async def test_openai_door_answers_a_response_format_with_the_typed_value(live_server: Any):
+    import openai
+
+    async with openai.AsyncOpenAI(base_url=f"{live_server.base_url}/v1", api_key=live_server.token,
+                                  max_retries=0) as client:
+        parsed = await client.chat.completions.parse(model="helper", response_format=Sum,
+                                                     messages=[{"role": "user", "content": "add 1 and 2"}])
+        assert isinstance(parsed.choices[0].message.parsed, Sum)
+        loose = await client.chat.completions.create(model="helper", response_format={"type": "json_object"},
+                                                     messages=[{"role": "user", "content": "add 1 and 2"}])
+        assert isinstance(json.loads(loose.choices[0].message.content or ""), dict)
+        with pytest.raises(openai.UnprocessableEntityError):
+            await client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "x"}],
+                                                 response_format={"type": "json_schema", "json_schema": {
+                                                     "name": "bad", "schema": {"type": 7}}})

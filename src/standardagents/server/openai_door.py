@@ -23,7 +23,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from ..exceptions import UnstorableValueError
+from ..engine.output import output_spec, to_jsonable
+from ..exceptions import StandardAgentsError, UnstorableValueError
 from ..records import new_id
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
@@ -139,6 +140,7 @@ async def chat_completions(request: Request) -> Response:
             break
     if user_text is None:
         raise ApiError(422, "field 'messages' needs a user message with text content")
+    output_type = _response_format(body.get("response_format"))
     thread_id = body.get("thread") or request.headers.get("x-thread-id")
     if thread_id is not None and not isinstance(thread_id, str):
         raise ApiError(422, "field 'thread' must be a thread id string")
@@ -159,7 +161,7 @@ async def chat_completions(request: Request) -> Response:
     if body.get("stream"):
         sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer)
         execution_id = new_id("exe_")
-        task = await rt.start(thread.id, user_text, execution_id=execution_id)
+        task = await rt.start(thread.id, user_text, execution_id=execution_id, output_type=output_type)
         from .api import _keep
 
         _keep(request, task)
@@ -177,19 +179,45 @@ async def chat_completions(request: Request) -> Response:
 
         return StreamingResponse(frames(), media_type="text/event-stream",
                                  headers={**headers, "Cache-Control": "no-cache"})
-    result = await rt.send(thread.id, user_text)
+    result = await rt.send(thread.id, user_text, output_type=output_type)
+    if result.outcome == "output_invalid":
+        raise ApiError(502, f"the agent's answer did not match response_format: {result.error}", code="agent_error")
     if result.outcome == "error" and result.text is None:
         raise ApiError(502, f"the agent failed: {result.error}", code="agent_error")
+    # a typed answer is its JSON (whatever way the agent's model produced it)
+    content = json.dumps(to_jsonable(result.value)) if output_type is not None and result.value is not None \
+        else result.text or ""
     usage = result.usage or {}
     prompt_tokens = int(usage.get("prompt_tokens", 0))
     completion_tokens = int(usage.get("completion_tokens", 0))
     return JSONResponse({
         "id": cid, "object": "chat.completion", "created": created, "model": model, "thread": thread.id,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text or ""},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                      "finish_reason": _finish(result.stop_reason, result.outcome)}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": int(usage.get("total_tokens", prompt_tokens + completion_tokens))},
     }, headers=headers)
+
+
+def _response_format(value: Any) -> dict[str, Any] | None:
+    """The JSON Schema a ``response_format`` asks for (``json_object``: any object)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") not in ("text", "json_object", "json_schema"):
+        raise ApiError(422, "field 'response_format' must be {type: text | json_object | json_schema}")
+    if value["type"] == "text":
+        return None
+    if value["type"] == "json_object":
+        return {"type": "object"}
+    spec = value.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        raise ApiError(422, "field 'response_format.json_schema.schema' must be a JSON Schema object")
+    try:
+        output_spec(schema)
+    except StandardAgentsError as exc:
+        raise ApiError(422, f"field 'response_format': {exc}") from exc
+    return schema
 
 
 def openai_routes() -> list[BaseRoute]:
