@@ -27,6 +27,7 @@ from .api import WorkerHeaderMiddleware, api_routes
 from .doors import door_routes, doors_running
 from .endpoints import EndpointTable, dispatch_controller, dispatch_thread_endpoint
 from .errors import BodyLimitMiddleware, ErrorMiddleware, http_exception_handler
+from .health import health_routes, mark_draining_on_signals
 from .metrics import metrics_endpoint
 from .openai_door import openai_routes
 from .state import ServerState
@@ -74,6 +75,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
     routes: list[BaseRoute] = [
         *builtins,
         Route("/metrics", metrics_endpoint, methods=["GET"]),
+        *health_routes(),
         Route(f"{prefix}/threads/{{thread_id}}/{{path:path}}", dispatch_thread_endpoint,
               methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
         *openai_routes(),
@@ -98,6 +100,13 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             watcher = asyncio.get_running_loop().create_task(rt.watch_project())
         # PostgreSQL: other workers' live events reach this worker's streams (SQLite: none)
         relay = relay_for_store(rt.bus, rt.store)
+        server = app.state.server
+
+        def draining() -> None:
+            server.draining = True
+
+        signals = mark_draining_on_signals(draining)
+        signals.__enter__()
         try:
             if relay is not None:
                 await relay.start()
@@ -107,6 +116,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             async with doors_running(app.state.server):
                 yield
         finally:
+            server.draining = True
+            signals.__exit__(None, None, None)
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -152,6 +152,9 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             tag="openai", ok={"200": ("application/json", "text/event-stream")}, errors=(403, 404, 502),
             body={"type": "object", "required": ["model", "messages"]})},
     }
+    from .health import health_openapi
+
+    paths.update(health_openapi())
     paths[f"{p}/openapi.json"] = {"get": {"summary": "This document", "tags": ["meta"], "security": [],
                                           "responses": {"200": {"description": "success",
                                                                 "content": {"application/json": {}}}}}}

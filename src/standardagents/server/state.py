@@ -29,6 +29,8 @@ class ServerState:
     endpoints: EndpointTable
     local_user: UserRecord | None = None
     stream_buffer: int = 1000
+    #: set when a shutdown was asked for: ``/readyz`` answers 503 from then on
+    draining: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 

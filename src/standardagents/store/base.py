@@ -41,6 +41,10 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release connections."""
 
+    async def ping(self) -> None:
+        """Run the cheapest round trip to the database; raise when it does not answer
+        (readiness probes)."""
+
     # threads
     async def create_thread(self, thread: ThreadRecord) -> ThreadRecord: ...
     async def get_thread(self, thread_id: str) -> ThreadRecord | None: ...

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -147,6 +147,10 @@ def _driver_url(url: str) -> URL:
     raise StoreError(f"unsupported database URL {url!r}: use sqlite:///path or postgresql://...")
 
 
+def _select_one(conn: Connection) -> None:
+    conn.execute(text("SELECT 1"))
+
+
 class SQLStore:
     """A :class:`~standardagents.store.base.Store` on SQLAlchemy Core.
 
@@ -266,6 +270,10 @@ class SQLStore:
         elif self._aengine is not None:
             engine, self._aengine = self._aengine, None
             await engine.dispose()
+
+    async def ping(self) -> None:
+        """One ``SELECT 1``: raises :class:`StoreError` when the database does not answer."""
+        await self._run(_select_one, write=False)
 
     async def __aenter__(self) -> SQLStore:
         await self.open()
