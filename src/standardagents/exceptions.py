@@ -12,6 +12,7 @@ failure at run time and from a signal the engine uses to steer a turn::
     │   ├── StoreError             the database refused or failed a write
     │   │   └── UnstorableValueError   a value no database may hold (NUL, surrogate, too long)
     │   └── ToolExecutionError     a tool raised; carries the original exception
+    ├── ThreadBusyError            a message came while a turn runs and the busy policy is "reject"
     ├── InjectionRejected          a before_create_message hook refused an inject_message call
     └── ControlSignal              raised inside tools/hooks to steer the engine, never a failure
         └── ModelRetry             ask the model to try the call again with a message
@@ -32,6 +33,7 @@ __all__ = [
     "RuntimeFailure",
     "StandardAgentsError",
     "StoreError",
+    "ThreadBusyError",
     "ToolExecutionError",
     "UnstorableValueError",
 ]
@@ -74,6 +76,16 @@ class NotFoundError(StandardAgentsError):
         self.kind = kind
         self.name = name
         super().__init__(f"unknown {kind} {name!r}" + (f": {detail}" if detail else ""))
+
+
+class ThreadBusyError(StandardAgentsError):
+    """A message was refused because its thread runs a turn and the busy policy (the
+    agent's ``busy`` or the request's) is ``reject``; nothing was stored."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"thread {thread_id} is running a turn and refuses new messages until it ends "
+                         "(busy policy 'reject')")
 
 
 class RuntimeFailure(StandardAgentsError):

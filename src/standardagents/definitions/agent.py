@@ -25,6 +25,10 @@ __all__ = [
 
 #: the two conversation shapes of the spec
 AgentType = Literal["ai_human", "dual_ai"]
+#: what a message sent while the thread runs a turn does: wait its turn (``enqueue``), be
+#: refused (``reject``), stop the running turn keeping its partial work (``interrupt``), or stop
+#: it and remove what it wrote (``rollback``); the new message runs after the stopped turn
+BusyPolicy = Literal["enqueue", "reject", "interrupt", "rollback"]
 
 
 class SessionToolConfig(Definition):
@@ -131,6 +135,7 @@ class AgentDefinition(Definition):
     output_guardrails: list[str] = Field(default_factory=list)
     #: what one turn (and the whole thread) may spend; a call's own limits override these
     usage_limits: UsageLimits | None = None
+    busy: BusyPolicy = "enqueue"
 
     def side(self, which: Literal["a", "b"]) -> SideConfig | None:
         return self.side_a if which == "a" else self.side_b
@@ -167,6 +172,7 @@ class AgentFields(TypedDict, total=False):
     input_guardrails: Sequence[str]
     output_guardrails: Sequence[str]
     usage_limits: UsageLimits | Mapping[str, Any] | None
+    busy: BusyPolicy
 
 
 def _get(data: dict[str, Any], snake: str, camel: str) -> Any:

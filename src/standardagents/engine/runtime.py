@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 from .. import observability as observe
-from ..definitions import AgentDefinition, ModelDefinition, PromptDefinition, ToolDefinition
+from ..definitions import (
+    AgentDefinition,
+    BusyPolicy,
+    ModelDefinition,
+    PromptDefinition,
+    ToolDefinition,
+)
 from ..definitions.limits import UsageLimits
 from ..events import EventBus, Subscription
 from ..exceptions import DefinitionError, InjectionRejected, NotFoundError, StandardAgentsError
@@ -31,6 +37,7 @@ from ..store.base import Store
 from ..toolcalls import CapabilityLatches, prepare_tools
 from ..toolsets import PluginRegistry, merge_toolsets, plugins, resolve_tool_name
 from . import approvals, recovery
+from . import busy as busy_policy
 from .compaction import place_summaries
 from .context import LLMCache, clip, prompt_is_static, render_prompt
 from .hooks import HookSet
@@ -141,6 +148,8 @@ class Runtime:
         self._lock_users: dict[str, int] = {}
         self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._executions: dict[str, Execution] = {}
+        #: executions to roll back when they end (a message with busy="rollback" stopped them)
+        self._roll_back: set[str] = set()
         self._closed = False
         #: who runs this runtime's executions, for crash recovery: host, process and a
         #: per-incarnation nonce (a restarted container often has the same host and pid)
@@ -554,6 +563,7 @@ class Runtime:
         for m in stored:
             if ex is not None:
                 ex.message_history.append(m)
+                ex.written.append(m.id)
             if listening and not m.silent:
                 bus.emit("message_created", state.thread_id, {"message": m.to_dict()})
         if hooks.has("after_create_message"):
@@ -761,11 +771,14 @@ class Runtime:
                     start_side: Literal["a", "b"] = "a", silent: bool = False,
                     execution_id: str | None = None, output_type: Any = None,
                     output_retries: int | None = None,
-                    usage_limits: UsageLimits | dict[str, Any] | None = None) -> asyncio.Task[ExecutionResult]:
+                    usage_limits: UsageLimits | dict[str, Any] | None = None,
+                    busy: BusyPolicy | None = None) -> asyncio.Task[ExecutionResult]:
         """Start (or queue behind the running one) an execution; returns its task.
 
         ``execution_id`` lets a caller know the id before the execution starts (it is the
-        ``executionId`` of its events)."""
+        ``executionId`` of its events). ``busy`` says what the message does when the thread
+        runs a turn (the agent's ``busy`` when not given; see :mod:`.busy`): a refused one
+        raises ``ThreadBusyError``."""
         options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits)
         thread = await self.get_thread(thread_id)
         agent = await self.agent(thread.agent, thread.package)
@@ -774,6 +787,7 @@ class Runtime:
             message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
                               attachments=list(attachments or []), side=side, metadata=dict(metadata or {}), silent=silent)
         claimed = queued = False
+        policy = busy_policy.check_policy(busy or agent.busy)
         if message is not None:
             # Claim the thread now when it is free; when it is busy (here or in another
             # process) the message is stored in the inbox before anything waits, so a crash
@@ -783,12 +797,16 @@ class Runtime:
             else:
                 claimed = await recovery.try_claim(self, thread.id)
                 queued = not claimed
+            if queued and policy == "reject":
+                busy_policy.refuse(thread.id)
             if queued:
                 execution_id = execution_id or new_id("exe_")
                 await self.store.set_env("inbox", thread.id, message.id, {
                     "owner": self.owner, "queuedAt": now_ms(), "startSide": start_side, "executionId": execution_id,
                     "message": message.to_dict()})
                 self.bus.emit("message_queued", thread.id, {"executionId": execution_id, "messageId": message.id})
+                if policy in ("interrupt", "rollback"):
+                    await busy_policy.preempt(self, thread.id, rollback=policy == "rollback")
         return self._track(self._execute(thread, agent, message, start_side, execution_id, queued=queued,
                                          claimed=claimed, options=options), thread.id)
 
@@ -909,6 +927,10 @@ class Runtime:
         finally:
             self._running.pop(thread.id, None)
             self._executions.pop(thread.id, None)
+        if record.id in self._roll_back:
+            self._roll_back.discard(record.id)
+            if result.stop_reason == "cancelled":  # still holding the thread: nothing runs meanwhile
+                await asyncio.shield(busy_policy.roll_back(self, state))
         if ex.queued_tools and result.stop_reason == "complete":
             # queued after the turn's last step: they start the next execution, not vanish
             follow_up = new_id("exe_")
@@ -992,7 +1014,8 @@ class Runtime:
     async def _resume(self, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
         return await approvals.resume(self, thread, agent, record)
 
-    async def stop(self, thread_id: str, *, timeout: float = 10.0) -> bool:  # noqa: ASYNC109 - a bounded wait
+    async def stop(self, thread_id: str, *, timeout: float = 10.0,  # noqa: ASYNC109 - a bounded wait
+                   rollback: bool = False) -> bool:
         """Cancel the running execution of a thread, here or in another process sharing the
         store; True when one was running and has ended.
 
@@ -1011,7 +1034,7 @@ class Runtime:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         with self.bus.subscribe(thread_id) as sub:
-            self.bus.emit("stop_requested", thread_id, {"owner": owner})
+            self.bus.emit("stop_requested", thread_id, {"owner": owner, "rollback": rollback})
             # ended once that process no longer holds the thread (its claim goes right after
             # its ``done``); the thread's events wake this up, a slow poll covers their absence
             while (left := deadline - loop.time()) > 0:
@@ -1026,6 +1049,8 @@ class Runtime:
         """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a
         thread this process runs cancels that execution."""
         if event.type == "stop_requested" and event.data.get("owner") == self.owner:
+            if event.data.get("rollback"):
+                busy_policy.mark_rollback(self, event.thread_id)
             task = self._running.get(event.thread_id)
             if task is not None:
                 task.cancel()

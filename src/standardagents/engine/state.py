@@ -40,6 +40,8 @@ class ExecutionState:
     history_version: int = 0
     forced_side: Literal["a", "b"] | None = None
     queued_tools: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: ids of the messages this execution stored (what a rollback removes)
+    written: list[str] = field(default_factory=list)
     #: on-demand prompts: tools loaded so far (carried ones first), and tools called this turn
     loaded_tools: list[str] = field(default_factory=list)
     used_tools: list[str] = field(default_factory=list)

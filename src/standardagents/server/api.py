@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..costs import UsageTotals, summarize
 from ..definitions.limits import usage_limits
+from ..engine.busy import BUSY_POLICIES
 from ..engine.output import output_spec
 from ..exceptions import DefinitionError, StandardAgentsError
 from ..files import check_regex
@@ -290,8 +291,11 @@ def _message_input(body: dict[str, Any]) -> dict[str, Any]:
     silent = body.get("silent", False)
     if not isinstance(silent, bool):
         raise ApiError(422, "field 'silent' must be true or false")
+    busy = body.get("busy")
+    if busy is not None and busy not in BUSY_POLICIES:
+        raise ApiError(422, f"field 'busy' must be one of {', '.join(BUSY_POLICIES)}")
     return {"content": content, "attachments": attachments, "parts": parts, "metadata": metadata, "silent": silent,
-            **_output_input(body)}
+            "busy": busy, **_output_input(body)}
 
 
 def _output_input(body: dict[str, Any]) -> dict[str, Any]:
@@ -371,7 +375,7 @@ async def send_message(request: Request) -> Response:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
                               metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
                               output_type=fields["output_type"], output_retries=fields["output_retries"],
-                              usage_limits=fields["usage_limits"])
+                              usage_limits=fields["usage_limits"], busy=fields["busy"])
         _keep(request, task)
         result = await task
         return JSONResponse(result.to_dict())
@@ -382,7 +386,7 @@ async def send_message(request: Request) -> Response:
         task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
                               metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
                               output_type=fields["output_type"], output_retries=fields["output_retries"],
-                              usage_limits=fields["usage_limits"])
+                              usage_limits=fields["usage_limits"], busy=fields["busy"])
     except BaseException:
         sub.close()
         raise

@@ -25,6 +25,7 @@ from ..exceptions import (
     NotFoundError,
     StandardAgentsError,
     StoreError,
+    ThreadBusyError,
     UnstorableValueError,
 )
 from ..store.checks import MAX_JSON_DEPTH, json_problem
@@ -109,6 +110,8 @@ def _from_exception(exc: BaseException) -> tuple[int, str, str]:
         return 404, "not_found", str(exc)
     if isinstance(exc, DefinitionError):
         return 422, "invalid_request", str(exc)
+    if isinstance(exc, ThreadBusyError):
+        return 409, "thread_busy", str(exc)
     if isinstance(exc, StandardAgentsError):
         return 500, "runtime_error", str(exc)
     return 500, "internal_error", "the server failed while handling this request; see the server log"

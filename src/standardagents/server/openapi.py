@@ -35,7 +35,8 @@ _REASONS = {
     400: "malformed request: invalid JSON, NaN or infinity, too deep, invalid Unicode, a NUL character, "
          "a number out of range",
     401: "missing or invalid API token", 403: "the caller may not use this thread or action",
-    404: "no such thread, file, value or model", 409: "the effect already ran, or the thread's running turn did not stop",
+    404: "no such thread, file, value or model", 409: "the effect already ran, the thread's running turn did not stop, or the thread is busy and the "
+         "message's busy policy is reject",
     413: "the body is over the size limit", 415: "the body is not JSON",
     422: "a field or query parameter has the wrong value", 502: "the agent failed",
 }
@@ -80,7 +81,10 @@ def openapi_document(prefix: str) -> dict[str, Any]:
         "silent": {"type": "boolean"},
         "outputType": {"type": "object", "description": "a JSON Schema the turn's final answer must match"},
         "outputRetries": {"type": "integer", "minimum": 0},
-        "usageLimits": {"type": "object", "description": "what the turn may spend (requests, tokens, tool calls, USD)"}}}
+        "usageLimits": {"type": "object", "description": "what the turn may spend (requests, tokens, tool calls, USD)"},
+        "busy": {"type": "string", "enum": ["enqueue", "reject", "interrupt", "rollback"],
+                 "description": "when the thread runs a turn: wait (enqueue), 409 (reject), stop it keeping its "
+                                "work (interrupt) or removing it (rollback); default: the agent's busy"}}}
     paths: dict[str, Any] = {
         f"{p}/agents": {"get": _op("List agents (primary only unless all=true)", tag="agents", params=[_flag("all")],
                                    errors=(422,))},
@@ -100,7 +104,7 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             "get": _op("List messages", params=[_THREAD_ID, *_PAGE, _flag("include_silent")], errors=(*thread_op, 422)),
             "post": _op("Send a message: 202 with the execution id, SSE with stream=true, the result with wait=true",
                         ok={"202": json_, "200": ("application/json", "text/event-stream")}, body=message_body,
-                        params=[_THREAD_ID, _flag("stream"), _flag("wait")], errors=thread_op),
+                        params=[_THREAD_ID, _flag("stream"), _flag("wait")], errors=(*thread_op, 409)),
         },
         f"{t}/stop": {"post": _op("Stop the running execution, on whichever worker runs it", params=[_THREAD_ID],
                                   errors=thread_op)},

@@ -65,6 +65,10 @@ class Store(Protocol):
         self, thread_id: str, *, limit: int | None = None, offset: int = 0,
         include_silent: bool = True, include_hidden: bool = True, newest_first: bool = False,
     ) -> list[Message]: ...
+    async def delete_messages(self, thread_id: str, message_ids: list[str]) -> int:
+        """Delete these messages of the thread (and their tool results) in one transaction;
+        returns how many messages went."""
+        ...
     async def count_messages(self, thread_id: str, *, include_silent: bool = True) -> int: ...
 
     async def commit_step(

@@ -179,6 +179,16 @@ def delete_thread(conn: Connection, thread_id: str) -> bool:
 
 # ---------------------------------------------------------------- messages
 
+
+def delete_messages(conn: Connection, thread_id: str, message_ids: Sequence[str]) -> int:
+    """Delete these messages of the thread and the tool results stored with them."""
+    if not message_ids:
+        return 0
+    ids = list(message_ids)
+    conn.execute(delete(tool_results).where(tool_results.c.thread_id == thread_id, tool_results.c.message_id.in_(ids)))
+    return int(conn.execute(delete(messages).where(messages.c.thread_id == thread_id, messages.c.id.in_(ids))).rowcount)
+
+
 MSG_COLS = (
     "seq", "id", "thread_id", "role", "content", "parts", "tool_calls", "tool_call_id", "name",
     "side", "silent", "hidden", "attachments", "usage", "reasoning", "status", "tool_status",

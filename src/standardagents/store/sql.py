@@ -420,6 +420,10 @@ class SQLStore:
         return await self._run(fn, thread_id, limit, offset, include_silent,
                                include_hidden, newest_first, write=False)
 
+    async def delete_messages(self, thread_id: str, message_ids: list[str]) -> int:
+        check_text("thread id", thread_id)
+        return await self._run(ops.delete_messages, thread_id, list(message_ids))
+
     async def count_messages(self, thread_id: str, *, include_silent: bool = True) -> int:
         check_text("thread id", thread_id)
         return await self._run(ops.count_messages, thread_id, include_silent, write=False)
