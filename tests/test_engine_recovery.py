@@ -1,4 +1,4 @@
-"""A process killed mid-turn loses nothing: the next runtime settles its execution."""
+"""A process killed mid-turn loses nothing: the next runtime resumes its execution."""
 
 from __future__ import annotations
 
@@ -76,24 +76,26 @@ def _kill_when(script: str, project: Path, url: str, expected: set[str]) -> str:
     return thread_id
 
 
-async def test_an_execution_of_a_killed_process_is_settled_and_the_thread_goes_on(tmp_path: Path) -> None:
+async def test_an_execution_of_a_killed_process_is_resumed_and_the_thread_goes_on(tmp_path: Path) -> None:
     _write_project(tmp_path)
     url = f"sqlite:///{tmp_path / 'crash.db'}"
     thread_id = _kill_when(SCRIPT, tmp_path, url, {"STARTED"})
     rt = await Runtime.open(tmp_path, store=open_store(url))
     try:
+        await rt.drain()
         (record,) = await rt.store.list_executions(thread_id=thread_id)
-        assert record.status == "interrupted" and "stopped" in (record.error or "")
+        assert record.status == "complete"
         messages = await rt.store.list_messages(thread_id)
-        assert [m.role for m in messages] == ["user", "assistant", "tool"]
-        assert messages[2].tool_status == "error" and "stopped before it finished" in messages[2].content
+        assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+        assert messages[2].tool_status == "error" and "interrupted by a restart; not run again" in messages[2].content
+        assert messages[3].content
         result = await rt.send(thread_id, "what happened?")
         assert result.stop_reason == "complete"
     finally:
         await rt.aclose()
 
 
-async def test_another_hosts_execution_is_settled_only_once_its_heartbeat_is_stale(tmp_path: Path) -> None:
+async def test_another_hosts_execution_is_resumed_only_once_its_heartbeat_is_stale(tmp_path: Path) -> None:
     from standardagents.project import build_registry
     from standardagents.records import ExecutionRecord, Message, ThreadRecord, ToolCall, now_ms
 
@@ -115,11 +117,12 @@ async def test_another_hosts_execution_is_settled_only_once_its_heartbeat_is_sta
     registry = build_registry(define_agent(name="worker", side_a={"prompt": "p"}), define_prompt(name="p", prompt="x"))
     rt = await Runtime.open(registry, store=open_store(url))
     try:
+        await rt.drain()
         (stale,) = await rt.store.list_executions(thread_id=threads["stale"])
         (fresh,) = await rt.store.list_executions(thread_id=threads["fresh"])
-        assert (stale.status, fresh.status) == ("interrupted", "running")
+        assert (stale.status, fresh.status) == ("complete", "running")
         roles = [m.role for m in await rt.store.list_messages(threads["stale"])]
-        assert roles == ["user", "assistant", "tool"]
+        assert roles == ["user", "assistant", "tool", "assistant"]
         assert [m.role for m in await rt.store.list_messages(threads["fresh"])] == ["user", "assistant"]
     finally:
         await rt.aclose()

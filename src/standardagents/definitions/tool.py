@@ -48,6 +48,9 @@ class ToolDefinition(Definition):
     needs_approval: bool = False
     guardrail: bool = False
     timeout: float | None = None
+    #: running it twice does no harm: a call cut short by a crash is run again when its turn
+    #: resumes (otherwise it is answered with an error and not run again)
+    idempotent: bool = False
     #: "code" for project tools; "mcp" / "plugin" / "agent" for other origins
     origin: str = "code"
     origin_detail: str | None = None
@@ -123,6 +126,7 @@ class ToolOptions(TypedDict, total=False):
     needs_approval: bool
     guardrail: bool
     timeout: float | None
+    idempotent: bool
     #: where the tool came from, set by the runtime for MCP, plugin and agent tools
     origin: str
     origin_detail: str | None

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import NotFoundError
 from ..records import Message, now_ms
-from .hooks import HookSet
-from .state import ThreadState
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -63,10 +61,11 @@ async def release_thread(rt: Runtime, thread_id: str) -> None:
 
 async def heartbeat(rt: Runtime) -> None:
     """Keep the running executions' records fresh, so other hosts can tell them from
-    executions whose process died (see :func:`recover`)."""
+    executions whose process died, and look for such executions on every beat: a turn whose
+    process died is resumed within about a lease, not only when a runtime opens."""
     while True:
         await asyncio.sleep(rt.execution_lease / 3)
-        ids = [e.record.id for e in rt._executions.values()]
+        ids = [e.record.id for e in rt._executions.values()] + list(rt._resuming)
         try:
             if ids:
                 await rt.store.touch_executions(ids, now_ms())
@@ -74,6 +73,12 @@ async def heartbeat(rt: Runtime) -> None:
                 await rt.store.touch_env("lock", "", list(rt._claimed), now_ms())
         except Exception:
             log.warning("could not refresh the running executions", exc_info=True)
+        if rt._closed:
+            return
+        try:
+            await recover(rt)
+        except Exception:
+            log.warning("could not look for the executions of gone processes", exc_info=True)
 
 
 def beat(rt: Runtime) -> None:
@@ -82,41 +87,24 @@ def beat(rt: Runtime) -> None:
 
 
 async def recover(rt: Runtime) -> list[str]:
-    """Settle executions left ``running`` by a process that is gone: they are marked
-    interrupted and their unanswered tool calls get error results, so the thread takes its
-    next message normally. A process of this host is gone when its pid is; one of another
-    host when its heartbeat is older than ``execution_lease`` seconds. Returns the ids."""
+    """Take over what processes that are gone left behind: their running executions are
+    resumed here (:mod:`.resume`, each claimed by exactly one runtime), their claims removed and
+    the messages they had queued sent again. A process of this host is gone when its pid is;
+    one of another host when its heartbeat is older than ``execution_lease`` seconds. Returns
+    the ids of the resumed executions."""
+    from .resume import resume_orphans
+
     host = socket.gethostname()
     stale_before = now_ms() - int(rt.execution_lease * 1000)
-    mine = {e.record.id for e in rt._executions.values()}
-    settled: list[str] = []
-    for record in await rt.store.list_executions(status="running"):
-        owner = str(record.state.get("owner", ""))
-        if record.id in mine or not _gone(rt, owner, host, fresh=record.updated_at >= stale_before):
-            continue
-        record.status = "interrupted"
-        record.stop_reason = "interrupted"
-        record.error = "the process running this execution stopped"
-        record.updated_at = now_ms()
-        await rt.store.save_execution(record)
-        thread = await rt.store.get_thread(record.thread_id)
-        if thread is not None:
-            agent = None
-            if rt.registry.has("agents", thread.agent, thread.package):
-                agent = await rt.agent(thread.agent, thread.package)
-            state = ThreadState(rt, thread, agent, thread.package)
-            state._hooks = HookSet()
-            await rt.repair_transcript(state, reason="the process running this call stopped before it finished")
-        settled.append(record.id)
-        log.warning("recovered execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
     for _scope_id, locked_thread, entry in await rt.store.list_scope("lock"):
         owner = str(entry.get("owner", "")) if isinstance(entry, dict) else ""
         # a claim is refreshed while its process lives; a stale one is taken over by the next
         # claim anyway, so only claims of certainly gone processes are removed here
         if _gone(rt, owner, host, fresh=True):
             await rt.store.delete_env("lock", "", locked_thread)
+    resumed = await resume_orphans(rt)
     await _recover_inbox(rt, host, stale_before)
-    return settled
+    return resumed
 
 
 def _parse_owner(owner: str) -> tuple[str, int | None]:

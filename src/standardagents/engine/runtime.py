@@ -156,7 +156,10 @@ class Runtime:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
         recovery.LIVE_OWNERS.add(self.owner)
         #: seconds without a heartbeat after which another host's running execution counts as dead
-        self.execution_lease = 120.0
+        #: (``STANDARDAGENTS_EXECUTION_LEASE``, default 30); its turns are then resumed here
+        self.execution_lease = float(os.environ.get("STANDARDAGENTS_EXECUTION_LEASE") or 30.0)
+        #: executions of gone processes this runtime claimed and is about to resume
+        self._resuming: set[str] = set()
         self._heartbeat_task: asyncio.Task[None] | None = None
         #: tools queued on an idle thread, run first by the execution with that id
         self._queued_first: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -180,6 +183,7 @@ class Runtime:
         await store.open()
         runtime = cls(registry, store, **options)
         await runtime.recover()
+        runtime._beat()  # the heartbeat also looks for turns of processes that died since
         if registry.root is not None:
             runtime._capabilities_file = Path(registry.root) / ".standardagents" / "capabilities.json"
             if runtime._capabilities_file.is_file():

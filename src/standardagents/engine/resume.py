@@ -1,0 +1,126 @@
+"""Resuming the turns of processes that died: a turn left ``running`` by a process that is
+gone (killed, out of memory, its host lost) goes on in a live runtime, under the same
+execution id, from its last committed step.
+
+What was committed is kept: the messages, the tool results. A tool call that has no committed
+result may have run, or half-run, before the crash: it is run again only when its tool is
+declared ``idempotent=True``; any other gets an error result the model can act on
+(:data:`NOT_RUN_AGAIN`). Then the turn takes its next model step, which re-asks the model
+whose reply was never committed. Several runtimes may find the same dead turn at once: the
+execution record is claimed by compare-and-set, so exactly one of them resumes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import replace
+from typing import TYPE_CHECKING, Literal
+
+from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
+from . import recovery
+from .hooks import HookSet
+from .state import ThreadState
+from .tools import Toolbox, ToolOutcome, run_tool_call
+
+if TYPE_CHECKING:
+    from ..definitions import AgentDefinition
+    from .loop import ExecutionResult
+    from .runtime import Runtime
+
+__all__ = ["NOT_RUN_AGAIN", "resume_orphans"]
+
+log = logging.getLogger("standardagents.resume")
+
+#: the result of a call cut short by a crash whose tool is not idempotent
+NOT_RUN_AGAIN = "interrupted by a restart; not run again"
+
+
+async def resume_orphans(rt: Runtime) -> list[str]:
+    """Claim and resume every execution a gone process left running; returns their ids.
+
+    A process of this host is gone when its pid is (or it had this runtime's pid before);
+    one of another host when its heartbeat is older than ``execution_lease`` seconds."""
+    host = socket.gethostname()
+    stale_before = now_ms() - int(rt.execution_lease * 1000)
+    mine = {e.record.id for e in rt._executions.values()} | rt._resuming
+    resumed: list[str] = []
+    for record in await rt.store.list_executions(status="running"):
+        owner = str(record.state.get("owner", ""))
+        if record.id in mine or not recovery._gone(rt, owner, host, fresh=record.updated_at >= stale_before):
+            continue
+        claimed = replace(record, state={**record.state, "owner": rt.owner, "resumedFrom": owner}, updated_at=now_ms())
+        if not await rt.store.replace_execution(claimed, expected_status="running",
+                                                expected_updated_at=record.updated_at):
+            continue  # another runtime claimed it first
+        rt._resuming.add(record.id)
+        thread = await rt.store.get_thread(record.thread_id)
+        if thread is None or not rt.registry.has("agents", thread.agent, thread.package):
+            await _settle(rt, claimed, thread)
+            rt._resuming.discard(record.id)
+            continue
+        agent = await rt.agent(thread.agent, thread.package)
+        log.warning("resuming execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
+        rt._track(_resume(rt, thread, agent, claimed), thread.id)
+        resumed.append(record.id)
+    return resumed
+
+
+async def _resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition,
+                  record: ExecutionRecord) -> ExecutionResult:
+    """Under the thread's claim: answer the calls cut short, then run the turn on."""
+    async with rt._lock(thread.id):
+        await rt._claim_thread(thread.id)
+        try:
+            try:
+                await _answer_cut_short_calls(rt, thread, agent)
+            except Exception:
+                log.exception("could not answer the interrupted calls of execution %s", record.id)
+            side: Literal["a", "b"] = "b" if record.side == "b" else "a"
+            rt._resuming.discard(record.id)
+            return await rt._execute_locked(thread, agent, None, side, record.id, None, False)
+        finally:
+            rt._resuming.discard(record.id)
+            await rt._release_thread(thread.id)
+
+
+async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition) -> None:
+    """Give each tool call without a committed result one: the idempotent tools run again,
+    the others are answered with :data:`NOT_RUN_AGAIN`; stored in one transaction."""
+    state = ThreadState(rt, thread, agent, thread.package)
+    state._hooks = HookSet()
+    history = await rt.store.list_messages(thread.id)
+    answered = {m.tool_call_id for m in history if m.role == "tool"}
+    cut: list[tuple[Message, ToolOutcome]] = []
+    for m in history:
+        for call in (m.tool_calls or []) if m.role == "assistant" else []:
+            if call.id in answered:
+                continue
+            try:
+                tool = await rt._resolve_tool(call.name, thread.package, agent)
+            except Exception:
+                tool = None
+            if tool is not None and tool.idempotent:
+                outcome = await run_tool_call(state, call, Toolbox({call.name: tool}), HookSet(),
+                                              default_timeout=rt.tool_timeout)
+            else:
+                outcome = ToolOutcome(call, ToolResult("error", error=NOT_RUN_AGAIN), None)
+            cut.append((m, outcome))
+    if cut:
+        await rt.store_tool_outcomes(state, [o for _m, o in cut], None, HookSet(),
+                                     sides=[m.side for m, _o in cut])
+
+
+async def _settle(rt: Runtime, record: ExecutionRecord, thread: ThreadRecord | None) -> None:
+    """A dead turn that cannot resume (its thread or agent is gone): ended as interrupted,
+    its open calls answered, so the thread takes new messages."""
+    record.status = record.stop_reason = "interrupted"
+    record.error = "the process running this execution stopped and its agent is no longer defined"
+    record.updated_at = now_ms()
+    await rt.store.save_execution(record)
+    if thread is not None:
+        state = ThreadState(rt, thread, None, thread.package)
+        state._hooks = HookSet()
+        await rt.repair_transcript(state, reason="the process running this call stopped before it finished")
+    rt.bus.emit("done", record.thread_id, {"stopReason": "interrupted", "executionId": record.id,
+                                          "outcome": "interrupted", "error": record.error})
