@@ -20,10 +20,11 @@ __all__ = ["door_routes", "doors_running"]
 
 def door_routes() -> list[BaseRoute]:
     """The routes of every door (mounted by the server app before the project's own)."""
+    from .a2a_door import a2a_routes
     from .agui import agui_routes
     from .mcp_server import mcp_routes
 
-    routes: list[BaseRoute] = [*mcp_routes(), *agui_routes()]
+    routes: list[BaseRoute] = [*mcp_routes(), *agui_routes(), *a2a_routes()]
     return routes
 
 

@@ -1,0 +1,177 @@
+"""The A2A door, driven by the real ``a2a-sdk`` client against a live server: cards, send,
+stream, get, cancel and an approval pause as ``input-required`` resumed by the next message."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.helpers.proto_helpers import get_artifact_text, new_text_part
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+
+from server_fixtures import LiveServer, serve_app, write_project
+from test_doors_mcp import EXTRA
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "doors-a2a.md"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    project = write_project(tmp_path / "project", EXTRA)
+    yield from serve_app(project, f"sqlite+aiosqlite:///{tmp_path / 'live.db'}")
+
+
+@contextlib.asynccontextmanager
+async def _client(live: LiveServer, agent: str, *, streaming: bool = True) -> AsyncIterator[Any]:
+    async with httpx.AsyncClient(headers=live.headers, timeout=60) as http:
+        client = await create_client(f"{live.base_url}/a2a/{agent}",
+                                     client_config=ClientConfig(httpx_client=http, streaming=streaming))
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def _message(text: str, *, context: str | None = None, task: str | None = None) -> SendMessageRequest:
+    return SendMessageRequest(message=Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER,
+                                              parts=[new_text_part(text)], context_id=context or "",
+                                              task_id=task or ""))
+
+
+async def _last_task(client: Any, request: SendMessageRequest) -> tuple[Any, list[Any]]:
+    seen = [response async for response in client.send_message(request)]
+    tasks = [r.task for r in seen if r.HasField("task")]
+    assert tasks, seen
+    final = await client.get_task(GetTaskRequest(id=tasks[-1].id))
+    return final, seen
+
+
+async def test_cards_list_the_primary_agents(server: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        root = (await http.get("/.well-known/agent-card.json")).json()
+        one = (await http.get("/a2a/helper/.well-known/agent-card.json")).json()
+        missing = await http.get("/a2a/internal/.well-known/agent-card.json")
+    assert sorted(s["id"] for s in root["skills"]) == ["guarded", "helper", "slow"]
+    assert one["name"] == "helper" and one["description"] == "Adds numbers."
+    assert one["capabilities"]["streaming"] is True
+    assert "bearer" in one["securitySchemes"]
+    assert one["supportedInterfaces"][0]["url"].endswith("/a2a/helper")
+    assert missing.status_code == 404
+
+
+async def test_send_runs_a_task_in_a_thread_and_continues_it(server: LiveServer) -> None:
+    async with _client(server, "helper", streaming=False) as client:
+        task, _ = await _last_task(client, _message("add please"))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert get_artifact_text(task.artifacts[0])
+        thread = task.context_id
+        again, _ = await _last_task(client, _message("again", context=thread))
+    assert again.context_id == thread and again.id != task.id
+    async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
+        messages = (await http.get(f"/api/threads/{thread}/messages")).json()["messages"]
+    assert [m["content"] for m in messages if m["role"] == "user"] == ["add please", "again"]
+
+
+async def test_stream_reports_tool_calls_then_the_reply(server: LiveServer) -> None:
+    async with _client(server, "helper") as client:
+        task, seen = await _last_task(client, _message("add"))
+    notes = [r.status_update.status.message.parts[0].text for r in seen
+             if r.HasField("status_update") and r.status_update.status.message.parts]
+    assert "calling add" in notes
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_an_approval_pause_is_input_required_and_the_next_message_decides(server: LiveServer) -> None:
+    async with _client(server, "guarded", streaming=False) as client:
+        paused, _ = await _last_task(client, _message("wipe"))
+        assert paused.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert "wipe" in paused.status.message.parts[0].text
+        done, _ = await _last_task(client, _message("yes", context=paused.context_id, task=paused.id))
+    assert done.id == paused.id
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
+        messages = (await http.get(f"/api/threads/{paused.context_id}/messages")).json()["messages"]
+    assert any(m["role"] == "tool" and "wiped" in (m["content"] or "") for m in messages)
+
+
+async def test_cancel_stops_the_turn(server: LiveServer) -> None:
+    async with _client(server, "slow") as client:
+        stream = client.send_message(_message("wait"))
+        task_id = None
+        async for response in stream:
+            if response.HasField("status_update") and response.status_update.status.message.parts and \
+                    response.status_update.status.message.parts[0].text == "calling wait_forever":
+                task_id = response.status_update.task_id
+                break
+        assert task_id is not None
+        canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        await stream.aclose()
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
+            running = (await http.get(f"/api/threads/{canceled.context_id}")).json()["running"]
+        assert running is False
+
+
+async def test_without_a_token_it_is_refused(server: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        answer = await http.post("/a2a/helper", json={"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                                                      "params": {}})
+    assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
+
+
+async def test_v03_method_names_answer_and_tasks_are_the_callers(server: LiveServer, tmp_path: Path) -> None:
+    body = {"jsonrpc": "2.0", "id": "1", "method": "message/send",
+            "params": {"message": {"kind": "message", "messageId": "m1", "role": "user",
+                                   "parts": [{"kind": "text", "text": "add"}]}}}
+    async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers, timeout=60) as http:
+        sent = (await http.post("/a2a/helper", json=body)).json()
+        task = sent["result"]
+        got = (await http.post("/a2a/helper", json={"jsonrpc": "2.0", "id": "2", "method": "tasks/get",
+                                                    "params": {"id": task["id"]}})).json()
+    assert task["status"]["state"] == "completed", sent
+    assert got["result"]["contextId"] == task["contextId"]
+    # another user can neither read the task nor continue its thread
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "standardagents"), "tokens", "create", "mallory",
+        "--project", str(tmp_path / "project"), "--database-url", f"sqlite+aiosqlite:///{tmp_path / 'live.db'}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0
+    mallory = {"Authorization": f"Bearer {out.decode().strip()}"}
+    async with httpx.AsyncClient(base_url=server.base_url, headers=mallory, timeout=60) as http:
+        foreign = (await http.post("/a2a/helper", json={"jsonrpc": "2.0", "id": "3", "method": "tasks/get",
+                                                        "params": {"id": task["id"]}})).json()
+        body["params"]["message"]["contextId"] = task["contextId"]
+        body["params"]["message"]["messageId"] = "m2"
+        rejected = (await http.post("/a2a/helper", json=body)).json()
+    assert "error" in foreign and "not found" in foreign["error"]["message"].lower()
+    assert rejected["result"]["status"]["state"] == "rejected"
+    assert "another user" in rejected["result"]["status"]["message"]["parts"][0]["text"]
+
+
+async def test_the_docs_example_runs(server: LiveServer) -> None:
+    code = re.search(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert code, "docs/doors-a2a.md has a python example"
+    env = {**os.environ, "STANDARDAGENTS_URL": server.base_url, "STANDARDAGENTS_TOKEN": server.token}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code[1], env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    assert "TASK_STATE_COMPLETED" in out.decode()
