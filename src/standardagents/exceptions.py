@@ -109,8 +109,11 @@ class ProviderError(RuntimeFailure):
         retriable: bool = False,
         code: str = "provider_error",
         before_first_token: bool = True,
+        retry_after: float | None = None,
     ) -> None:
         self.status = status
+        #: seconds the endpoint asked to wait before another attempt (its Retry-After)
+        self.retry_after = retry_after
         self.body = body
         self.retriable = retriable
         self.code = code

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -150,6 +151,8 @@ class Execution:
         self._growing: PartialOutput | None = None
         #: a call's own usage limits (fields it sets override the agent's)
         self.usage_limits: UsageLimits | None = None
+        #: a call's own sampling settings (ModelRequest fields; ``extra_body`` merged into the model's)
+        self.sampling: dict[str, Any] = {}
         self._meter: UsageMeter | None = None
         #: USD spent so far (None until a call with a known price)
         self.cost: float | None = None
@@ -190,6 +193,7 @@ class Execution:
         except ProviderError as exc:
             stop_reason, error = "error", str(exc)
             ex.outcome = "model_error"
+            self.payload = {"status": exc.status, "code": exc.code, "retryAfter": exc.retry_after}
             await self._record_error(error, "model_error")
         except StandardAgentsError as exc:
             stop_reason, error = "error", str(exc)
@@ -226,7 +230,7 @@ class Execution:
                                 "outcome": result.outcome, "error": error, "stoppedBy": ex.stopped_by}
         if self.value is not None:
             done["value"] = to_jsonable(self.value)
-        if ex.outcome == "output_invalid":
+        if ex.outcome in ("output_invalid", "model_error", "guardrail"):
             done["payload"] = self.payload
         self.bus.emit("done", self.thread_id, done)
         return result
@@ -635,12 +639,18 @@ class Execution:
             names = [LOAD_TOOLS_NAME, *self.ex.loaded_tools]
             tools = setup.tools_at(None, names)
             meta["toolNames"] = names
-        return ModelRequest(model=model.model, messages=messages, tools=tools,
-                            tool_choice=setup.prompt.tool_choice if setup.toolbox.offered else None,
-                            max_tokens=setup.prompt.max_tokens or model.max_tokens,
-                            temperature=setup.prompt.temperature if setup.prompt.temperature is not None else model.temperature,
-                            top_p=model.top_p, extra_body=model.extra_body, timeout=model.timeout,
-                            metadata=meta)
+        request = ModelRequest(model=model.model, messages=messages, tools=tools,
+                               tool_choice=setup.prompt.tool_choice if setup.toolbox.offered else None,
+                               max_tokens=setup.prompt.max_tokens or model.max_tokens,
+                               temperature=setup.prompt.temperature if setup.prompt.temperature is not None else model.temperature,
+                               top_p=model.top_p, extra_body=model.extra_body, timeout=model.timeout,
+                               metadata=meta)
+        if self.sampling:
+            extra = self.sampling.get("extra_body")
+            request = dataclasses.replace(request, **{k: v for k, v in self.sampling.items() if k != "extra_body"})
+            if extra:
+                request.extra_body = {**request.extra_body, **extra}
+        return request
 
     def _converted(self, history: list[Message], side: str) -> list[dict[str, Any]]:
         """Model messages for the live history, converting only what was appended since

@@ -26,21 +26,41 @@ class TurnOptions:
     output: OutputSpec | None = None
     output_retries: int | None = None
     usage_limits: UsageLimits | None = None
+    sampling: dict[str, Any] | None = None
 
     @classmethod
     def build(cls, *, output_type: Any = None, output_retries: int | None = None,
-              usage_limits: UsageLimits | dict[str, Any] | None = None) -> TurnOptions | None:
+              usage_limits: UsageLimits | dict[str, Any] | None = None,
+              sampling: dict[str, Any] | None = None) -> TurnOptions | None:
         if output_retries is not None and (not isinstance(output_retries, int) or output_retries < 0):
             raise StandardAgentsError(f"output_retries must be a whole number of at least 0, not {output_retries!r}")
-        if output_type is None and output_retries is None and usage_limits is None:
+        if output_type is None and output_retries is None and usage_limits is None and not sampling:
             return None
         return cls(output_spec(output_type) if output_type is not None else None, output_retries,
-                   _limits(usage_limits))
+                   _limits(usage_limits), _sampling(sampling))
 
     def apply(self, execution: Execution) -> None:
         execution.output_override = self.output
         execution.output_retries = self.output_retries
         execution.usage_limits = self.usage_limits
+        if self.sampling:
+            execution.sampling = dict(self.sampling)
+
+
+_SAMPLING = ("temperature", "top_p", "max_tokens", "stop", "seed")
+
+
+def _sampling(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A call's sampling settings as model-request fields (``seed`` rides in the body)."""
+    if not value:
+        return None
+    unknown = sorted(set(value) - set(_SAMPLING))
+    if unknown:
+        raise StandardAgentsError(f"unknown sampling settings {unknown}: use {list(_SAMPLING)}")
+    fields = {k: v for k, v in value.items() if k != "seed" and v is not None}
+    if value.get("seed") is not None:
+        fields["extra_body"] = {"seed": value["seed"]}
+    return fields
 
 
 def _limits(value: UsageLimits | dict[str, Any] | None) -> UsageLimits | None:

@@ -776,14 +776,17 @@ class Runtime:
                     execution_id: str | None = None, output_type: Any = None,
                     output_retries: int | None = None,
                     usage_limits: UsageLimits | dict[str, Any] | None = None,
-                    busy: BusyPolicy | None = None) -> asyncio.Task[ExecutionResult]:
+                    busy: BusyPolicy | None = None,
+                    sampling: dict[str, Any] | None = None) -> asyncio.Task[ExecutionResult]:
         """Start (or queue behind the running one) an execution; returns its task.
 
         ``execution_id`` lets a caller know the id before the execution starts (it is the
         ``executionId`` of its events). ``busy`` says what the message does when the thread
         runs a turn (the agent's ``busy`` when not given; see :mod:`.busy`): a refused one
-        raises ``ThreadBusyError``."""
-        options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits)
+        raises ``ThreadBusyError``. ``sampling`` (``temperature``, ``top_p``, ``max_tokens``,
+        ``stop``, ``seed``) overrides the model's settings for this turn."""
+        options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
+                                    sampling=sampling)
         thread = await self.get_thread(thread_id)
         agent = await self.agent(thread.agent, thread.package)
         message = None

@@ -293,6 +293,7 @@ class OpenAIProvider(ModelProvider):
             except _Attempt as failed:
                 error = failed.error
                 if not error.retriable or attempt >= self.max_retries:
+                    error.retry_after = failed.wait
                     raise error from failed.__cause__
                 await asyncio.sleep(self._backoff(attempt, failed.wait))
                 attempt += 1
@@ -364,6 +365,7 @@ class OpenAIProvider(ModelProvider):
                     retried_usage = True
                     continue
                 if not error.retriable or state.delivered or attempt >= self.max_retries:
+                    error.retry_after = failed.wait
                     raise error from failed.__cause__
                 await asyncio.sleep(self._backoff(attempt, failed.wait))
                 attempt += 1

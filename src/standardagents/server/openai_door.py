@@ -1,9 +1,12 @@
 """An OpenAI-compatible door: ``POST /v1/chat/completions`` and ``GET /v1/models``, where
 the model is an agent's name, so any OpenAI client can talk to an agent.
 
-The last user message goes to a new thread, or to the thread named by the ``thread`` body
-field or the ``X-Thread-Id`` header; the thread's id comes back in the ``X-Thread-Id``
-response header and the ``thread`` field. The agent runs its own tools: the client sees
+The request's message list is the conversation: with no thread named it becomes a new
+thread's history; with a thread named (the ``thread`` body field or the ``X-Thread-Id``
+header) only the messages the thread does not hold yet are appended (see openai_history).
+The agent answers the last message, a user one. The thread's id comes back in the
+``X-Thread-Id`` response header and the ``thread`` field; ``usage`` sums every model call of
+the turn (a final usage chunk with ``stream_options.include_usage``). The agent runs its own tools: the client sees
 the final text (streamed as chat-completion chunks with ``stream: true``).
 
 Only the agents ``/v1/models`` lists (the primary ones) answer here, and errors come in
@@ -25,9 +28,11 @@ from starlette.routing import BaseRoute, Route
 
 from ..engine.output import output_spec, to_jsonable
 from ..exceptions import StandardAgentsError, UnstorableValueError
-from ..records import new_id
+from ..records import Message, new_id
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
+from .openai_history import new_history, to_message
+from .openai_history import text_of as _text_of
 from .state import server_of
 from .streams import turn_events
 
@@ -36,7 +41,21 @@ __all__ = ["openai_routes"]
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "invalid_request_error", 409: "invalid_request_error", 415: "invalid_request_error",
-                422: "invalid_request_error"}
+                422: "invalid_request_error", 429: "rate_limit_error"}
+
+
+class DoorError(ApiError):
+    """An ApiError naming the request field at fault (OpenAI's ``param``)."""
+
+    def __init__(self, status: int, message: str, code: str | None = None, *, param: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(status, message, code, headers)
+        self.param = param
+
+
+def _error_object(exc: ApiError) -> dict[str, Any]:
+    return {"error": {"message": exc.message, "type": _ERROR_TYPES.get(exc.status_code, "api_error"),
+                      "param": getattr(exc, "param", None), "code": exc.code}}
 
 
 def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -50,9 +69,7 @@ def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callabl
             except UnstorableValueError as exc:
                 raise ApiError(400, str(exc)) from exc
         except ApiError as exc:
-            body = {"error": {"message": exc.message, "type": _ERROR_TYPES.get(exc.status_code, "api_error"),
-                              "param": getattr(exc, "param", None), "code": exc.code}}
-            return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+            return JSONResponse(_error_object(exc), status_code=exc.status_code, headers=exc.headers)
 
     return wrapped
 
@@ -86,15 +103,6 @@ async def _primary(request: Request, model: str) -> bool:
     return bool((await registry.aget("agents", model)).primary)
 
 
-def _text_of(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")]
-        return "".join(texts) if texts else None
-    return None
-
-
 async def list_models(request: Request) -> Response:
     await authenticate(request)
     rt = server_of(request).runtime
@@ -107,18 +115,137 @@ async def list_models(request: Request) -> Response:
     return JSONResponse({"object": "list", "data": data})
 
 
-def _chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None, thread: str) -> bytes:
-    body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "thread": thread,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+def _frame(body: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
 
+def _chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None, thread: str) -> bytes:
+    return _frame({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "thread": thread,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+
 def _finish(stop_reason: str | None, outcome: str | None) -> str:
-    if outcome == "error" or stop_reason == "error":
-        return "error"
-    if stop_reason in ("max_steps", "max_tokens", "length"):
+    if outcome in ("max_steps", "max_tokens", "length") or stop_reason in ("max_steps", "max_tokens", "length"):
         return "length"
     return "stop"
+
+
+def _turn_error(outcome: str | None, stop_reason: str | None, error: str | None, payload: dict[str, Any] | None,
+                has_text: bool) -> ApiError | None:
+    """How a turn that did not answer is told to an OpenAI client (None: it answered).
+
+    The model's own failures keep their meaning: its 429 is a 429 with ``Retry-After``, an
+    endpoint that cannot be reached or fails is a 502 (503 when it said so, 504 on a
+    timeout). A guardrail is a 400 with its reason; a call waiting for approval is a 409
+    naming the approvals API; a usage limit is a 429 without a retry time."""
+    payload = payload or {}
+    if outcome == "model_error":
+        status = payload.get("status")
+        code = payload.get("code")
+        message = f"the agent's model failed: {error}"
+        if status == 429:
+            wait = payload.get("retryAfter")
+            headers = {"Retry-After": str(max(1, round(wait)))} if isinstance(wait, int | float) else None
+            return DoorError(429, message, "rate_limit_exceeded", headers=headers)
+        if code == "timeout" or status in (408, 504):
+            return DoorError(504, message, "model_timeout")
+        if status == 503:
+            return DoorError(503, message, "model_unavailable")
+        return DoorError(502, message, "model_error")
+    if outcome == "guardrail":
+        name, kind, info = payload.get("guardrail"), payload.get("kind"), payload.get("info")
+        reason = f": {info}" if info else ""
+        return DoorError(400, f"the {kind} guardrail {name!r} stopped the turn{reason}", "guardrail_tripped")
+    if outcome == "approval_required":
+        return DoorError(409, "the agent is waiting for a tool call to be approved, which this door cannot do: "
+                              "approve or deny it with GET/POST /api/threads/{id}/approvals (the thread is in "
+                              "X-Thread-Id), then continue the thread", "approval_required")
+    if outcome == "usage_limit":
+        return DoorError(429, f"a usage limit stopped the turn: {error}", "usage_limit")
+    if outcome == "cancelled" or stop_reason == "cancelled":
+        return DoorError(409, f"the turn was cancelled before it answered{': ' + error if error else ''}", "cancelled")
+    if (stop_reason == "error" or outcome == "error") and not has_text:
+        return DoorError(502, f"the agent failed: {error}", "agent_error")
+    return None
+
+
+def _sampling(body: dict[str, Any]) -> dict[str, Any]:
+    """Refuse what the door cannot honour (400 saying so); collect the sampling settings
+    passed on to the agent's model."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise DoorError(400, "n must be 1: the agent answers each request with one turn, so one choice", param="n")
+    if body.get("logprobs") or body.get("top_logprobs") is not None:
+        raise DoorError(400, "logprobs are not available: an agent's answer spans several model calls",
+                        param="logprobs")
+    out: dict[str, Any] = {}
+    for name, low, high in (("temperature", 0.0, 2.0), ("top_p", 0.0, 1.0)):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise DoorError(400, f"{name} must be a number from {low:g} to {high:g}", param=name)
+        out[name] = value
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DoorError(400, f"{name} must be a whole number of at least 1", param=name)
+        out.setdefault("max_tokens", value)
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or not all(isinstance(x, str) and x for x in stops) or len(stops) > 4:
+            raise DoorError(400, "stop must be a string or a list of up to 4 strings", param="stop")
+        if stops:
+            out["stop"] = stops
+    seed = body.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise DoorError(400, "seed must be a whole number", param="seed")
+        out["seed"] = seed
+    return out
+
+
+def _usage(raw: dict[str, int] | None) -> dict[str, Any]:
+    """The turn's usage (summed over every model call of the turn) in OpenAI's shape."""
+    usage = raw or {}
+    prompt = int(usage.get("prompt_tokens", 0))
+    completion = int(usage.get("completion_tokens", 0))
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": int(usage.get("total_tokens") or prompt + completion)}
+    if usage.get("cached_tokens"):
+        out["prompt_tokens_details"] = {"cached_tokens": int(usage["cached_tokens"])}
+    if usage.get("reasoning_tokens"):
+        out["completion_tokens_details"] = {"reasoning_tokens": int(usage["reasoning_tokens"])}
+    return out
+
+
+def _request_messages(messages: list[Any]) -> tuple[list[Message], str]:
+    """The messages before the last (as messages to store) and the last one's text."""
+    last = messages[-1]
+    if last.get("role") != "user":
+        raise ApiError(422, "field 'messages' must end with a user message: the agent answers the last message")
+    user_text = _text_of(last.get("content"))
+    if user_text is None:
+        raise ApiError(422, "field 'messages' needs a user message with text content")
+    return [to_message("", m, i) for i, m in enumerate(messages[:-1])], user_text
+
+
+async def _store_history(request: Request, thread_id: str, earlier: list[Message], named: bool) -> None:
+    """Store the request's earlier messages the thread does not hold yet (see openai_history)."""
+    rt = server_of(request).runtime
+    if named:
+        earlier = new_history(await rt.store.list_messages(thread_id), earlier)
+        if earlier and rt.is_running(thread_id):
+            raise ApiError(409, f"thread {thread_id!r} is running a turn: its history cannot change now; "
+                                "send only the new message or wait for the turn to end")
+    if not earlier:
+        return
+    for message in earlier:
+        message.thread_id = thread_id
+    await rt.create_messages(await rt.state(thread_id), earlier)
 
 
 async def chat_completions(request: Request) -> Response:
@@ -133,17 +260,16 @@ async def chat_completions(request: Request) -> Response:
     if not isinstance(messages, list) or not messages:
         raise ApiError(422, "field 'messages' must be a non-empty list")
     _check_messages(messages)
-    user_text = None
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            user_text = _text_of(message.get("content"))
-            break
-    if user_text is None:
-        raise ApiError(422, "field 'messages' needs a user message with text content")
+    sampling = _sampling(body)
+    earlier, user_text = _request_messages(messages)
     output_type = _response_format(body.get("response_format"))
     thread_id = body.get("thread") or request.headers.get("x-thread-id")
     if thread_id is not None and not isinstance(thread_id, str):
         raise ApiError(422, "field 'thread' must be a thread id string")
+    stream_options = body.get("stream_options")
+    if stream_options is not None and not isinstance(stream_options, dict):
+        raise ApiError(400, "field 'stream_options' must be an object")
+    include_usage = bool((stream_options or {}).get("include_usage"))
     if not await _primary(request, model):
         raise ApiError(404, f"unknown model {model!r}: the model is an agent name (see GET /v1/models)",
                        code="model_not_found")
@@ -153,50 +279,94 @@ async def chat_completions(request: Request) -> Response:
         if owner is None or rt.registry.find("agents", model) is not owner:
             name = rt.registry.public_name(owner) if owner is not None else thread.agent
             raise ApiError(422, f"thread {thread_id!r} belongs to agent {name!r}, not {model!r}")
+        await _store_history(request, thread.id, earlier, named=True)
     else:
         thread = await rt.create_thread(model, user_id=caller.id, metadata={"source": "openai"})
+        try:
+            await _store_history(request, thread.id, earlier, named=False)
+        except BaseException:
+            await rt.store.delete_thread(thread.id)
+            raise
     cid = new_id("chatcmpl-")
     created = int(time.time())
     headers = {"X-Thread-Id": thread.id}
-    if body.get("stream"):
-        sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer)
-        execution_id = new_id("exe_")
-        task = await rt.start(thread.id, user_text, execution_id=execution_id, output_type=output_type)
-        from .api import _keep
+    sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer) if body.get("stream") else None
+    execution_id = new_id("exe_")
+    try:
+        task = await rt.start(thread.id, user_text, execution_id=execution_id, output_type=output_type,
+                              sampling=sampling or None)
+    except BaseException:
+        if sub is not None:
+            sub.close()
+        raise
+    from .api import _keep
 
-        _keep(request, task)
+    _keep(request, task)
+    if sub is None:
+        result = await task
+        if result.outcome == "output_invalid":
+            raise ApiError(502, f"the agent's answer did not match response_format: {result.error}",
+                           code="agent_error")
+        failure = _turn_error(result.outcome, result.stop_reason, result.error, result.payload, bool(result.text))
+        if failure is not None:
+            raise failure
+        # a typed answer is its JSON (whatever way the agent's model produced it)
+        content = json.dumps(to_jsonable(result.value)) if output_type is not None and result.value is not None \
+            else result.text or ""
+        return JSONResponse({
+            "id": cid, "object": "chat.completion", "created": created, "model": model, "thread": thread.id,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": _finish(result.stop_reason, result.outcome)}],
+            "usage": _usage(result.usage),
+        }, headers=headers)
+    events = turn_events(sub, task, rt, thread.id, execution_id)
+    # hold the response until the turn says something: a turn that fails before its first
+    # token is answered with its real status, not a 200 stream
+    first: list[Any] = []
+    async for event in events:
+        first.append(event)
+        if (event.type == "message_chunk" and event.data.get("delta")) or event.type == "done":
+            break
+    if first and first[-1].type == "done":
+        data = first[-1].data
+        failure = _turn_error(data.get("outcome"), data.get("stopReason"), data.get("error"), data.get("payload"),
+                              any(e.type == "message_chunk" for e in first))
+        if failure is not None:
+            sub.close()
+            raise failure
 
-        async def frames() -> AsyncIterator[bytes]:
-            yield _chunk(cid, model, created, {"role": "assistant", "content": ""}, None, thread.id)
-            finish = "stop"
-            async for event in turn_events(sub, task, rt, thread.id, execution_id):
-                if event.type == "message_chunk" and event.data.get("delta"):
-                    yield _chunk(cid, model, created, {"content": event.data["delta"]}, None, thread.id)
-                elif event.type == "done":
-                    finish = _finish(event.data.get("stopReason"), event.data.get("outcome"))
-            yield _chunk(cid, model, created, {}, finish, thread.id)
-            yield b"data: [DONE]\n\n"
+    async def replay() -> AsyncIterator[Any]:
+        for event in first:
+            yield event
+        async for event in events:
+            yield event
 
-        return StreamingResponse(frames(), media_type="text/event-stream",
-                                 headers={**headers, "Cache-Control": "no-cache"})
-    result = await rt.send(thread.id, user_text, output_type=output_type)
-    if result.outcome == "output_invalid":
-        raise ApiError(502, f"the agent's answer did not match response_format: {result.error}", code="agent_error")
-    if result.outcome == "error" and result.text is None:
-        raise ApiError(502, f"the agent failed: {result.error}", code="agent_error")
-    # a typed answer is its JSON (whatever way the agent's model produced it)
-    content = json.dumps(to_jsonable(result.value)) if output_type is not None and result.value is not None \
-        else result.text or ""
-    usage = result.usage or {}
-    prompt_tokens = int(usage.get("prompt_tokens", 0))
-    completion_tokens = int(usage.get("completion_tokens", 0))
-    return JSONResponse({
-        "id": cid, "object": "chat.completion", "created": created, "model": model, "thread": thread.id,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                     "finish_reason": _finish(result.stop_reason, result.outcome)}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": int(usage.get("total_tokens", prompt_tokens + completion_tokens))},
-    }, headers=headers)
+    async def frames() -> AsyncIterator[bytes]:
+        yield _chunk(cid, model, created, {"role": "assistant", "content": ""}, None, thread.id)
+        finish = "stop"
+        spoke = False
+        async for event in replay():
+            if event.type == "message_chunk" and event.data.get("delta"):
+                spoke = True
+                yield _chunk(cid, model, created, {"content": event.data["delta"]}, None, thread.id)
+            elif event.type == "done":
+                data = event.data
+                failure = _turn_error(data.get("outcome"), data.get("stopReason"), data.get("error"),
+                                      data.get("payload"), spoke)
+                if failure is not None:
+                    # OpenAI's way to fail a stream already under way: an error object, then the end
+                    yield _frame(_error_object(failure))
+                    return
+                finish = _finish(data.get("stopReason"), data.get("outcome"))
+        yield _chunk(cid, model, created, {}, finish, thread.id)
+        if include_usage:
+            result = await task
+            yield _frame({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                          "thread": thread.id, "choices": [], "usage": _usage(result.usage)})
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(frames(), media_type="text/event-stream",
+                             headers={**headers, "Cache-Control": "no-cache"})
 
 
 def _response_format(value: Any) -> dict[str, Any] | None:

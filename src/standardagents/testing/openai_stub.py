@@ -51,6 +51,8 @@ class StubReply:
     delay: float = 0.0
     error_status: int | None = None
     error_body: Any = None
+    #: with ``error_status``: the ``Retry-After`` header (seconds) the error carries
+    retry_after: int | None = None
     chunk_size: int = 4
     drop_connection: bool = False
     drop_after_chunks: int | None = None
@@ -263,10 +265,11 @@ class OpenAIStub(ScriptedServer[StubReply]):
             self._in_flight -= 1
 
     @staticmethod
-    async def _send_json(send: Send, status: int, payload: Any) -> None:
+    async def _send_json(send: Send, status: int, payload: Any,
+                         extra: list[tuple[bytes, bytes]] | None = None) -> None:
         data = _dumps(payload)
         await send({"type": "http.response.start", "status": status,
-                    "headers": [*_JSON_HEADERS, (b"content-length", str(len(data)).encode())]})
+                    "headers": [*_JSON_HEADERS, (b"content-length", str(len(data)).encode()), *(extra or [])]})
         await send({"type": "http.response.body", "body": data})
 
     async def _stall(self, seconds: float, receive: Receive) -> bool:
@@ -303,7 +306,8 @@ class OpenAIStub(ScriptedServer[StubReply]):
             payload = reply.error_body if reply.error_body is not None else {
                 "error": {"message": f"stub error {reply.error_status}", "type": "stub_error",
                           "param": None, "code": str(reply.error_status)}}
-            await self._send_json(send, reply.error_status, payload)
+            extra = [(b"retry-after", str(reply.retry_after).encode())] if reply.retry_after is not None else None
+            await self._send_json(send, reply.error_status, payload, extra)
             return
         completion = _Completion(body, reply, serial)
         if not body.get("stream"):
