@@ -176,3 +176,48 @@ async def test_busy_policies_over_http(busy: Busy, stub: OpenAIStub) -> None:
     assert "409" in send["responses"]
     assert send["requestBody"]["content"]["application/json"]["schema"]["properties"]["busy"]["enum"] == [
         "enqueue", "reject", "interrupt", "rollback"]
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_rollback_reaches_a_turn_running_on_another_worker(backend: Backend, stub: OpenAIStub) -> None:
+    from standardagents.relay import relay_for_store
+
+    started, gate = asyncio.Event(), asyncio.Event()
+
+    @define_tool
+    async def block() -> str:
+        """Work that takes until it is let go."""
+        started.set()
+        await gate.wait()
+        return "blocked work done"
+
+    def registry() -> Any:
+        return build_registry(define_agent(name="worker", side_a={"prompt": "p", "stop_on_response": True}),
+                              define_prompt(name="p", prompt="x", tools=["block"]), block, stub_model(stub))
+
+    runtimes = [await Runtime.open(registry(), store=backend.new_store()) for _ in range(2)]
+    relays = []
+    try:
+        for rt in runtimes:  # as `serve` does on PostgreSQL: stops travel between the workers
+            relay = relay_for_store(rt.bus, rt.store)
+            assert relay is not None
+            await relay.start()
+            relays.append(relay)
+            rt.bus.add_listener(rt.on_bus_event)
+        running_here, other_worker = runtimes
+        thread = await running_here.create_thread("worker")
+        stub.queue(StubReply(tool_calls=[("block", "{}")]))
+        first = await running_here.start(thread.id, "first question")
+        await started.wait()
+        stub.queue("second answer")
+        second = await other_worker.start(thread.id, "second question", busy="rollback")
+        assert (await first).stop_reason == "cancelled"
+        assert (await second).text == "second answer"
+        assert await _contents(other_worker, thread.id) == [("user", "second question"), ("assistant", "second answer")]
+    finally:
+        gate.set()
+        for rt, relay in zip(runtimes, relays, strict=False):
+            rt.bus.remove_listener(rt.on_bus_event)
+            await relay.aclose()
+        for rt in runtimes:
+            await rt.aclose()
