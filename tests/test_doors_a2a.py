@@ -68,7 +68,7 @@ async def test_cards_list_the_primary_agents(server: LiveServer) -> None:
         root = (await http.get("/.well-known/agent-card.json")).json()
         one = (await http.get("/a2a/helper/.well-known/agent-card.json")).json()
         missing = await http.get("/a2a/internal/.well-known/agent-card.json")
-    assert sorted(s["id"] for s in root["skills"]) == ["guarded", "helper", "slow"]
+    assert sorted(s["id"] for s in root["skills"]) == ["guarded", "helper", "invoicer", "slow"]
     assert one["name"] == "helper" and one["description"] == "Adds numbers."
     assert one["capabilities"]["streaming"] is True
     assert "bearer" in one["securitySchemes"]

@@ -25,6 +25,21 @@ from server_fixtures import LiveServer, serve_app, write_project
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "doors-mcp.md"
 
 EXTRA = {
+    "agents/agents/invoicer.py": """
+        from standardagents import define_agent
+        invoicer = define_agent(name="invoicer", type="ai_human", description="Writes invoices.",
+                                side_a={"prompt": "invoice_prompt", "stop_on_response": True})
+    """,
+    "agents/prompts/invoice_prompt.py": """
+        from pydantic import BaseModel
+        from standardagents import define_prompt
+
+        class Invoice(BaseModel):
+            customer: str
+            total: int
+
+        invoice_prompt = define_prompt(name="invoice_prompt", prompt="You write invoices.", output_type=Invoice)
+    """,
     "agents/agents/slow.py": """
         from standardagents import define_agent
         slow = define_agent(name="slow", type="ai_human", description="Waits for ever.",
@@ -92,7 +107,9 @@ async def test_tools_are_the_primary_agents(server: LiveServer) -> None:
     async with _client(server) as client:
         tools = (await client.list_tools()).tools
     by_name = {t.name: t for t in tools}
-    assert set(by_name) == {"guarded", "helper", "slow"}  # "internal" is not primary
+    assert set(by_name) == {"guarded", "helper", "invoicer", "slow"}
+    assert by_name["helper"].output_schema is None
+    assert set(by_name["invoicer"].output_schema["required"]) == {"customer", "total"}  # "internal" is not primary
     assert by_name["helper"].description == "Adds numbers."
     assert by_name["helper"].input_schema["required"] == ["message"]
 
@@ -114,6 +131,15 @@ async def test_a_call_runs_a_turn_reports_progress_and_continues_its_thread(serv
     async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
         messages = (await http.get(f"/api/threads/{thread}/messages")).json()["messages"]
     assert [m["content"] for m in messages if m["role"] == "user"] == ["add 1 and 2", "again"]
+
+
+async def test_a_typed_agent_answers_structured_content(server: LiveServer) -> None:
+    async with _client(server) as client:
+        result = await client.call_tool("invoicer", {"message": "invoice ACME"})
+    assert not result.is_error
+    value = result.structured_content or {}
+    assert isinstance(value["customer"], str) and isinstance(value["total"], int)
+    assert (result.meta or {})["thread"].startswith("thr")
 
 
 async def test_bad_calls_are_tool_errors(server: LiveServer) -> None:
@@ -231,7 +257,7 @@ async def test_stdio_serves_the_same_tools(doors_project: Path, tmp_path: Path) 
     async with Client(params) as client:
         names = sorted(t.name for t in (await client.list_tools()).tools)
         result = await client.call_tool("helper", {"message": "add"}, progress_callback=progress)
-    assert names == ["guarded", "helper", "slow"]
+    assert names == ["guarded", "helper", "invoicer", "slow"]
     assert not result.is_error and result.content[0].text  # type: ignore[union-attr]
     assert "calling add" in notes
 

@@ -77,15 +77,40 @@ def file_uri(thread_id: str, path: str) -> str:
     return f"thread://{thread_id}/files/{quote(path.lstrip('/'))}"
 
 
+async def _output_schema(rt: Runtime, agent_name: str) -> tuple[dict[str, Any], bool] | None:
+    """The tool's output schema when the agent's prompt has an ``output_type`` (and whether the
+    value is wrapped as ``{"result": value}``, structured content being an object)."""
+    from ...engine.output import output_spec
+
+    entry = rt.registry.find("agents", agent_name)
+    if entry is None:
+        return None
+    agent = await rt.registry.aget("agents", entry.name, entry.package)
+    if agent.side_a is None or not rt.registry.has("prompts", agent.side_a.prompt, entry.package):
+        return None
+    prompt = await rt.registry.aget("prompts", agent.side_a.prompt, entry.package)
+    if getattr(prompt, "output_type", None) is None:
+        return None
+    spec = output_spec(prompt.output_type)
+    if spec.wrapped:
+        return {"type": "object", "properties": {"result": spec.schema}, "required": ["result"]}, True
+    return spec.schema, False
+
+
 def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standardagents") -> Server[Any]:
-    """An MCP server over ``rt``; ``caller_of`` says who sends a request (or raises DoorError)."""
+    """An MCP server over ``rt``; ``caller_of`` says who sends a request (or raises DoorError).
+
+    An agent whose prompt has an ``output_type`` declares it as the tool's output schema, and
+    its typed value is the structured content (the thread's id then travels in ``_meta``)."""
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         await caller_of(ctx)
-        tools = [types.Tool(name=agent_name, description=agent_description(agent_name, agent),
-                            input_schema=_INPUT_SCHEMA)
-                 for agent_name, agent in await primary_agents(rt)]
+        tools = []
+        for agent_name, agent in await primary_agents(rt):
+            typed = await _output_schema(rt, agent_name)
+            tools.append(types.Tool(name=agent_name, description=agent_description(agent_name, agent),
+                                    input_schema=_INPUT_SCHEMA, output_schema=typed[0] if typed else None))
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
@@ -132,12 +157,17 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
             text = _approval_text(thread.id, approvals)
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                         structured_content=structured)
-        if result.value is not None:
-            structured["value"] = result.value
-        if result.outcome == "error" or result.stop_reason == "error":
-            return _error(f"the agent failed: {result.error or 'unknown error'}", thread.id)
+        if result.outcome == "error" or result.stop_reason == "error" or result.outcome == "output_invalid":
+            return _error(f"the agent failed: {result.error or result.outcome}", thread.id)
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text or ""),
                    types.TextContent(type="text", text=f"(thread {thread.id}: pass it as 'thread' to continue)")]
+        typed = await _output_schema(rt, params.name)
+        if typed is not None and result.value is not None:
+            from ...engine.output import to_jsonable
+
+            value = to_jsonable(result.value)
+            return types.CallToolResult(content=content, structured_content={"result": value} if typed[1] else value,
+                                        _meta=structured)
         return types.CallToolResult(content=content, structured_content=structured)
 
     async def list_resources(ctx: ServerRequestContext[Any, Any],
