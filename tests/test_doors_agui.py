@@ -168,6 +168,18 @@ async def test_an_approval_pause_is_an_interrupt(client: httpx.AsyncClient, acto
     assert last.type == EventType.RUN_FINISHED and last.outcome.type == "interrupt"
     assert last.outcome.interrupts[0].reason == "tool_approval"
     assert last.outcome.interrupts[0].metadata["tool"] == "wipe"
+    interrupt = last.outcome.interrupts[0].id
+    wrong = _input("t-guard", "", resume=[{"interruptId": "nope", "status": "resolved"}])
+    answer = await client.post("/ag-ui/guarded", json=wrong, headers=actors.auth("alice"))
+    assert answer.status_code == 422 and "nope" in answer.json()["error"]["message"]
+    # the next run answers the interrupt: the call is approved and the same execution goes on
+    resumed = await _run(client, "guarded", _input("t-guard", "", resume=[{"interruptId": interrupt,
+                                                                           "status": "resolved"}]),
+                         actors.auth("alice"))
+    assert resumed[-1].type == EventType.RUN_FINISHED and resumed[-1].outcome.type == "success"
+    assert resumed[-1].metadata["executionId"] == last.metadata["executionId"]
+    results = [e.content for e in resumed if e.type == EventType.TOOL_CALL_RESULT]
+    assert results and results[0].startswith("wiped")
 
 
 async def test_a_failing_model_ends_with_run_error(client: httpx.AsyncClient, actors: Actors) -> None:

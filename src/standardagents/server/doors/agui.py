@@ -26,7 +26,7 @@ from ..auth import authenticate
 from ..errors import ApiError, read_json
 from ..state import server_of
 from ..streams import sse_response, turn_events
-from .common import DoorError, open_thread, start_turn
+from .common import DoorError, Turn, open_thread, start_turn
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
@@ -178,19 +178,27 @@ async def run_agent(request: Request) -> Response:
         raise ApiError(422, f"not an AG-UI RunAgentInput: {problems}") from None
     if run_input.tools:
         raise ApiError(422, "front-end tools are not supported by this door yet: send 'tools': []")
-    text = _last_user_text(run_input)
-    if text is None:
-        raise ApiError(422, "'messages' needs a user message with text content")
     server = server_of(request)
     rt = server.runtime
     agent = request.path_params["agent"]
-    try:
-        thread = await open_thread(rt, caller, agent, run_input.thread_id, "ag-ui", create=True)
-    except DoorError as exc:
-        raise ApiError(exc.status, exc.message) from None
-    turn = await start_turn(rt, thread, text)
     from ..api import _keep
 
+    if run_input.resume:
+        # the answers to an interrupt: decide the paused calls; the same execution goes on
+        try:
+            thread = await open_thread(rt, caller, agent, run_input.thread_id, "ag-ui")
+        except DoorError as exc:
+            raise ApiError(exc.status, exc.message) from None
+        turn = await _resume(request, rt, thread, run_input.resume)
+    else:
+        text = _last_user_text(run_input)
+        if text is None:
+            raise ApiError(422, "'messages' needs a user message with text content")
+        try:
+            thread = await open_thread(rt, caller, agent, run_input.thread_id, "ag-ui", create=True)
+        except DoorError as exc:
+            raise ApiError(exc.status, exc.message) from None
+        turn = await start_turn(rt, thread, text)
     _keep(request, turn.task)
     translator = _Translator(core, thread.id, run_input.run_id)
 
@@ -216,6 +224,36 @@ async def run_agent(request: Request) -> Response:
                 _keep(request, stopper)
 
     return sse_response(frames(), headers={"X-Thread-Id": thread.id}, on_close=turn.sub.close)
+
+
+async def _resume(request: Request, rt: Any, thread: Any, entries: list[Any]) -> Turn:
+    """Decide the interrupted calls named by ``resume`` (``resolved`` approves unless the
+    payload says ``{"approved": false}``; ``cancelled`` denies) and follow the execution."""
+    from ...engine.approvals import ApprovalError
+
+    pending = {p["id"]: p for p in await rt.pending_approvals(thread.id)}
+    unknown = [e.interrupt_id for e in entries if e.interrupt_id not in pending]
+    if unknown:
+        raise ApiError(422, f"no call of thread {thread.id!r} waits under interrupt id {unknown[0]!r}")
+    sub = rt.subscribe(thread.id, reasoning=False)
+    task = None
+    try:
+        for entry in entries:
+            payload = entry.payload if isinstance(entry.payload, dict) else {}
+            approved = entry.status == "resolved" and payload.get("approved", entry.payload is not False) is not False
+            reason = payload.get("reason") if isinstance(payload.get("reason"), str) else None
+            task = await rt.decide(pending[entry.interrupt_id]["token"], approved, reason=reason,
+                                   thread_id=thread.id) or task
+    except ApprovalError as exc:
+        sub.close()
+        raise ApiError(403, str(exc), code="invalid_approval") from exc
+    except BaseException:
+        sub.close()
+        raise
+    if task is None:
+        sub.close()
+        raise ApiError(422, "other calls of this run still wait: answer every interrupt in 'resume'")
+    return Turn(thread, pending[entries[0].interrupt_id]["executionId"], task, sub)
 
 
 def agui_routes() -> list[BaseRoute]:
