@@ -253,3 +253,20 @@ async def test_hooks_are_spans_in_the_turn(stub, make_runtime, spans):
     assert first.parent.span_id == agent_span.context.span_id == second.parent.span_id
     assert (first.attributes["standardagents.hook.id"], first.status.status_code) == ("keep", StatusCode.UNSET)
     assert (second.attributes["standardagents.hook.id"], second.status.status_code) == ("broken", StatusCode.ERROR)
+
+
+async def test_a_guardrail_trip_is_an_event_of_the_turn(stub, make_runtime, spans):
+    @define_tool(guardrail=True)
+    def no_secrets(text: str) -> dict:
+        """Trip on secrets."""
+        return {"tripwire": "password" in text, "info": None}
+
+    agent = define_agent(name="helper", side_a={"prompt": "main"}, input_guardrails=["no_secrets"])
+    rt = await make_runtime(agent, prompt(), no_secrets, stub_model(stub))
+    result = await rt.run("helper", "my password is hunter2")
+    assert result.outcome == "guardrail"
+    (span,) = named(spans, "invoke_agent helper")
+    (event,) = span.events
+    assert (event.name, event.attributes["standardagents.guardrail"], event.attributes["standardagents.kind"]) == (
+        "standardagents.guardrail", "no_secrets", "input")
+    assert children(spans, span) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .. import observability as observe
 from ..records import Message
 from ..toolcalls import SUMMARY_PREFIX, ask, estimate_tokens, plan_compaction
 from .context import to_llm_message
@@ -79,6 +80,8 @@ async def compact_if_needed(execution: Execution, setup: SideSetup, system: str 
     execution.bus.emit("message_created", execution.thread_id, {"message": summary_msg.to_dict()})
     execution.bus.emit("compacted", execution.thread_id, {"folded": len(folded), "summaryId": summary_msg.id,
                                                           "tokensBefore": plan.tokens_before})
+    observe.event("standardagents.compaction", {"standardagents.folded": len(folded),
+                                                "standardagents.tokens_before": plan.tokens_before})
     return True
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "carried_context",
     "configure_from_env",
     "current_ids",
+    "event",
     "hook",
     "model_call",
     "run_execution",
@@ -125,6 +126,15 @@ def model_call(model: Any, request: Any, fallback_from: Any = None) -> Any:
     ``.response(r)`` records the reply."""
     probe = _probe.get()
     return NOTHING if probe is None else probe.model_call(model, request, fallback_from)
+
+
+def event(name: str, attributes: dict[str, Any]) -> None:
+    """Record an event on the current span of an observed execution (nothing otherwise)."""
+    probe = _probe.get()
+    if probe is not None and probe.tracer is not None:
+        from opentelemetry import trace
+
+        trace.get_current_span().add_event(name, attributes)
 
 
 def hook(name: str, hook_id: str) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -16,33 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ExecutionProbe"]
 
-#: thread id -> the probe of the execution running on it (bus events become span events)
-_by_thread: dict[str, ExecutionProbe] = {}
-#: buses that already forward events to spans
-_listening: weakref.WeakSet[Any] = weakref.WeakSet()
-
-#: bus events recorded as events of the execution's span, by the span event's name
-_SPAN_EVENTS = {
-    "guardrail": "standardagents.guardrail",
-    "approval.request": "standardagents.approval.request",
-    "compacted": "standardagents.compaction",
-    "handoff": "standardagents.handoff",
-    "subagent_created": "standardagents.subagent.created",
-    "error": "standardagents.error",
-}
-
-
 def _scalars(data: dict[str, Any], prefix: str = "standardagents.") -> dict[str, Any]:
     return {prefix + k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
-
-
-def _on_event(event: Any) -> None:
-    name = _SPAN_EVENTS.get(event.type)
-    if name is None:
-        return
-    probe = _by_thread.get(event.thread_id)
-    if probe is not None and probe.span is not None:
-        probe.span.add_event(name, _scalars(event.data))
 
 
 def _server(base_url: str | None) -> dict[str, Any]:
@@ -120,11 +94,6 @@ class ExecutionProbe:
                 span.add_event("standardagents.approval.decided", {
                     "standardagents.call.id": call_id, "standardagents.approved": bool(decision.get("approved"))})
         self._token = context.attach(trace.set_span_in_context(span))
-        _by_thread[execution.thread_id] = self
-        bus = execution.bus
-        if bus not in _listening:
-            _listening.add(bus)
-            bus.add_listener(_on_event)
 
     # steps ---------------------------------------------------------------------------------
     def step(self) -> None:
@@ -159,8 +128,6 @@ class ExecutionProbe:
         from opentelemetry import context
         from opentelemetry.trace import Status, StatusCode
 
-        if _by_thread.get(self.execution.thread_id) is self:
-            del _by_thread[self.execution.thread_id]
         ex = self.execution.ex
         span.set_attribute("standardagents.outcome", outcome)
         span.set_attribute("standardagents.steps", ex.step_count)
@@ -172,6 +139,15 @@ class ExecutionProbe:
             if usage:
                 span.set_attribute("gen_ai.usage.input_tokens", usage.get("prompt_tokens", 0))
                 span.set_attribute("gen_ai.usage.output_tokens", usage.get("completion_tokens", 0))
+            payload = result.payload or {}
+            if outcome == "approval_required":
+                for request in payload.get("approvals", ()):
+                    span.add_event("standardagents.approval.request", {
+                        "standardagents.call.id": request.get("id"), "standardagents.tool": request.get("tool")})
+            elif outcome == "guardrail":
+                span.add_event("standardagents.guardrail", _scalars(payload))
+            elif outcome == "handoff":
+                span.add_event("standardagents.handoff", {})
             if result.stop_reason == "error":
                 span.set_attribute("error.type", outcome)
                 span.set_status(Status(StatusCode.ERROR, result.error or outcome))

@@ -1,0 +1,206 @@
+"""What tracing and metrics add to a step: the engine's per-step cost with observability off,
+compared with the code before observability existed, and with tracing on (a
+``BatchSpanProcessor``) or Prometheus metrics on.
+
+Workload: an instant in-process model asks for the ``add`` tool K times, then answers (K+1
+model steps, K tool calls, everything persisted to a SQLite file). Each mode runs in fresh
+processes, the modes alternating round by round so that machine load drifts hit them alike;
+figures are medians of µs per step over every run of a mode.
+
+* ``before``: the source tree at ``--baseline`` (default: the commit before observability
+  was added), extracted with ``git archive`` and imported instead of this checkout;
+* ``off``: this checkout, no tracer provider, no metrics (the default outside a server);
+* ``on``: an SDK ``TracerProvider`` with a ``BatchSpanProcessor`` whose exporter drops the
+  batches (export cost is on the processor's thread; what is measured is the turn's cost);
+* ``metrics``: Prometheus instruments on, tracing off (what ``serve`` does by default);
+* ``sdk-span``: for reference, one bare span of the OpenTelemetry SDK (start, end) into the
+  same processor: a traced step makes two spans (``chat`` and ``execute_tool``).
+
+CPU time (all threads of the process, so the batch processor's work counts) is reported
+beside wall time: on a shared, loaded machine it is the steadier of the two.
+
+Usage: ``python benchmarks/tracing_overhead.py [--rounds 6] [--runs 60] [--k 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sdk_floor(spans: int) -> list[list[float]]:
+    """[wall, CPU] µs of one bare SDK span (start with six attributes, end) into a
+    ``BatchSpanProcessor``: the floor any instrumentation built on the SDK pays per span."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    tracer = provider.get_tracer("floor")
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "m",
+             "server.address": "127.0.0.1", "server.port": 8000, "standardagents.step": 1}
+    out = []
+    for _ in range(20):
+        t0, c0 = time.perf_counter_ns(), time.process_time_ns()
+        for _ in range(spans):
+            tracer.start_span("chat m", attributes=attrs).end()
+        c1, t1 = time.process_time_ns(), time.perf_counter_ns()
+        out.append([(t1 - t0) / 1000 / spans, (c1 - c0) / 1000 / spans])
+    provider.shutdown()
+    return out
+
+
+def _worker(mode: str, runs: int, k: int) -> list[list[float]]:
+    """Run in a fresh process: [wall, CPU] µs per step of each of ``runs`` runs."""
+    from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
+    from standardagents.project import build_registry
+    from standardagents.providers.base import ModelProvider, ModelRequest, ModelResponse
+    from standardagents.records import ToolCall
+    from standardagents.store import open_store
+
+    if mode == "sdk-span":
+        return _sdk_floor(200)
+    if mode == "on":
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+
+        from standardagents import observability
+
+        class Drop(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(Drop()))
+        observability.set_tracer_provider(provider)
+    elif mode == "metrics":
+        from standardagents.observability import metrics
+
+        assert metrics.enable() is not None
+
+    class InstantModel(ModelProvider):
+        def __init__(self) -> None:
+            self.step = 0
+
+        async def request(self, request: ModelRequest) -> ModelResponse:
+            self.step += 1
+            if self.step <= k:
+                return ModelResponse(tool_calls=[ToolCall(f"call_{self.step}", "add", '{"a": 1, "b": 2}')])
+            self.step = 0
+            return ModelResponse(text="The sum is 3.")
+
+    @define_tool
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    async def main() -> list[list[float]]:
+        with tempfile.TemporaryDirectory() as tmp:
+            registry = build_registry(
+                define_agent(name="bench", side_a={"prompt": "bench_prompt", "max_steps": k + 5}),
+                define_prompt(name="bench_prompt", prompt="You add numbers.", tools=["add"]),
+                define_model(name="default", provider="test", model="instant", stream=False),
+                add,
+            )
+            rt = await Runtime.open(registry, store=open_store(f"sqlite:///{Path(tmp) / 'bench.db'}"))
+            rt.use_provider("default", InstantModel())
+            try:
+                for _ in range(max(5, runs // 5)):
+                    await rt.run("bench", "add 1 and 2")
+                out = []
+                gc.collect()
+                gc.disable()
+                for _ in range(runs):
+                    t0, c0 = time.perf_counter_ns(), time.process_time_ns()
+                    result = await rt.run("bench", "add 1 and 2")
+                    c1, t1 = time.process_time_ns(), time.perf_counter_ns()
+                    out.append([(t1 - t0) / 1000 / (k + 1), (c1 - c0) / 1000 / (k + 1)])
+                    assert result.stop_reason == "complete"
+                gc.enable()
+                return out
+            finally:
+                await rt.aclose()
+
+    return asyncio.run(main())
+
+
+def _baseline_tree(ref: str | None, into: Path) -> tuple[str, Path]:
+    if ref is None:
+        added = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
+                                "src/standardagents/observability/__init__.py"],
+                               capture_output=True, text=True, check=True).stdout.split()
+        if not added:
+            raise SystemExit("no commit adds src/standardagents/observability: pass --baseline REF")
+        ref = added[-1] + "^"
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref, "src"],
+                             capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return ref, into / "src"
+
+
+def _spawn(mode: str, runs: int, k: int, pythonpath: Path | None) -> list[list[float]]:
+    env = dict(os.environ)
+    for name in [n for n in env if n.startswith("OTEL_")]:
+        del env[name]
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    done = subprocess.run([sys.executable, __file__, "--worker", mode, "--runs", str(runs), "--k", str(k)],
+                          env=env, capture_output=True, text=True, check=True,
+                          cwd=str(pythonpath.parent) if pythonpath is not None else None)
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--baseline", default=None, help="git ref of the code before observability")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(args.worker, args.runs, args.k)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        ref, tree = _baseline_tree(args.baseline, Path(tmp))
+        samples: dict[str, list[list[float]]] = {"before": [], "off": [], "on": [], "metrics": [], "sdk-span": []}
+        for _ in range(args.rounds):
+            for mode in samples:
+                samples[mode].extend(_spawn(mode, args.runs, args.k, tree if mode == "before" else None))
+    print(f"workload: {args.k} tool steps + 1 answer per run, SQLite file; {args.rounds} rounds x {args.runs} runs "
+          f"per mode; baseline {ref}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    for index, what in ((1, "CPU time (process, all threads)"), (0, "wall time")):
+        med = {mode: statistics.median(v[index] for v in values) for mode, values in samples.items()}
+        print(f"{what}, median µs per step:")
+        for mode in samples:
+            print(f"  {mode:8s} {med[mode]:8.1f}" + ("   (one bare SDK span, for reference)" if mode == "sdk-span" else ""))
+        print(f"  off / before  = {med['off'] / med['before']:.3f}   (target <= 1.03)")
+        print(f"  on - off      = {med['on'] - med['off']:6.1f} µs/step (target < 30); on / off = {med['on'] / med['off']:.3f}")
+        print(f"  metrics - off = {med['metrics'] - med['off']:6.1f} µs/step; metrics / off = {med['metrics'] / med['off']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
