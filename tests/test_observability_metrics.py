@@ -123,3 +123,31 @@ async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path) -> Non
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+async def test_gauges_read_from_the_store_and_the_route_is_protected(runtime, actors, monkeypatch):
+    """In-process: pending approvals, inbox messages and effects come from the store."""
+    import time as _time
+
+    from standardagents.observability import metrics
+    from standardagents.server import create_app
+
+    app = create_app(runtime, close_runtime=False)
+    thread = await runtime.create_thread("helper")
+    now = int(_time.time() * 1000)
+    broken = await runtime.store.schedule_effect(thread.id, "broken", run_at=now - 1000)
+    assert [e.id for e in await runtime.store.claim_due_effects(now, "w1", limit=1)] == [broken.id]
+    assert await runtime.store.fail_effect(broken.id, "it broke", worker_id="w1")
+    await runtime.store.schedule_effect(thread.id, "later", run_at=now + 3_600_000)
+    await runtime.store.schedule_effect(thread.id, "due", run_at=now - 1000)
+    await runtime.store.set_env("inbox", thread.id, "msg_waiting", {"message": {"content": "later"}})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+        assert (await c.get("/metrics")).status_code == 401
+        found = samples((await c.get("/metrics", headers=actors.auth("alice"))).text)
+        monkeypatch.setenv(metrics.SETTING_ENV, "public")
+        assert (await c.get("/metrics")).status_code == 200
+    assert total(found, "standardagents_inbox_messages") == 1
+    assert total(found, "standardagents_effects", state="due") == 1
+    assert total(found, "standardagents_effects", state="scheduled") == 1
+    assert total(found, "standardagents_effects", state="failed") == 1
+    assert total(found, "standardagents_pending_approvals") == 0

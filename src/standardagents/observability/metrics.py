@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from typing import Any
 
 __all__ = ["MULTIPROC_ENV", "Meter", "active", "enable", "exposition", "prepare_multiprocess_dir"]
@@ -105,6 +106,12 @@ class Meter:
         self.pending_approvals = Gauge("standardagents_pending_approvals",
                                        "Tool calls waiting for a person's decision (read from the store).",
                                        registry=reg, multiprocess_mode="mostrecent")
+        self.inbox = Gauge("standardagents_inbox_messages",
+                           "Messages waiting in inboxes for their busy thread (read from the store).",
+                           registry=reg, multiprocess_mode="mostrecent")
+        self.effects = Gauge("standardagents_effects", "Effects by state: due (pending, run time reached), "
+                             "scheduled (pending, later), failed (read from the store).",
+                             ["state"], registry=reg, multiprocess_mode="mostrecent")
         self.http_requests = Counter("standardagents_http_requests", "HTTP requests, by method, route and status.",
                                      ["method", "route", "status"], registry=reg)
         self.http_seconds = Histogram("standardagents_http_request_duration_seconds",
@@ -148,6 +155,17 @@ class Meter:
             decided = record.state.get("decisions", {})
             pending += sum(1 for p in record.state.get("pending", []) if p.get("id") not in decided)
         self.pending_approvals.set(pending)
+        self.inbox.set(len(await store.list_scope("inbox")))
+        now = int(time.time() * 1000)
+        due = scheduled = 0
+        for effect in await store.list_effects(status="pending"):
+            if effect.run_at <= now:
+                due += 1
+            else:
+                scheduled += 1
+        self.effects.labels("due").set(due)
+        self.effects.labels("scheduled").set(scheduled)
+        self.effects.labels("failed").set(len(await store.list_effects(status="failed")))
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
