@@ -68,7 +68,87 @@ def _sdk_floor(spans: int) -> list[list[float]]:
     return out
 
 
-def _worker(mode: str, runs: int, k: int) -> list[list[float]]:
+def _paired(runs: int, k: int) -> dict[str, list[list[float]]]:
+    """One process, one runtime; off, on and metrics take turns run by run, so the machine's
+    load hits the three alike (the steadier comparison of the three)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from standardagents import observability
+    from standardagents.observability import metrics
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    meter = metrics.enable()
+    metrics._active = None
+
+    def configure(mode: str) -> None:
+        observability.set_tracer_provider(provider if mode == "on" else None)
+        metrics._active = meter if mode == "metrics" else None
+
+    out: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": []}
+    _run_bench(runs, k, lambda i: configure(list(out)[i % 3]), lambda i, v: out[list(out)[i % 3]].append(v))
+    return out
+
+
+def _run_bench(runs: int, k: int, before_run: Any, record: Any) -> None:
+    from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
+    from standardagents.project import build_registry
+    from standardagents.providers.base import ModelProvider, ModelRequest, ModelResponse
+    from standardagents.records import ToolCall
+    from standardagents.store import open_store
+
+    class InstantModel(ModelProvider):
+        def __init__(self) -> None:
+            self.step = 0
+
+        async def request(self, request: ModelRequest) -> ModelResponse:
+            self.step += 1
+            if self.step <= k:
+                return ModelResponse(tool_calls=[ToolCall(f"call_{self.step}", "add", '{"a": 1, "b": 2}')])
+            self.step = 0
+            return ModelResponse(text="The sum is 3.")
+
+    @define_tool
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            registry = build_registry(
+                define_agent(name="bench", side_a={"prompt": "bench_prompt", "max_steps": k + 5}),
+                define_prompt(name="bench_prompt", prompt="You add numbers.", tools=["add"]),
+                define_model(name="default", provider="test", model="instant", stream=False),
+                add,
+            )
+            rt = await Runtime.open(registry, store=open_store(f"sqlite:///{Path(tmp) / 'bench.db'}"))
+            rt.use_provider("default", InstantModel())
+            try:
+                for i in range(max(6, runs // 5)):
+                    before_run(i)
+                    await rt.run("bench", "add 1 and 2")
+                gc.collect()
+                gc.disable()
+                for i in range(runs):
+                    before_run(i)
+                    t0, c0 = time.perf_counter_ns(), time.process_time_ns()
+                    result = await rt.run("bench", "add 1 and 2")
+                    c1, t1 = time.process_time_ns(), time.perf_counter_ns()
+                    record(i, [(t1 - t0) / 1000 / (k + 1), (c1 - c0) / 1000 / (k + 1)])
+                    assert result.stop_reason == "complete"
+                gc.enable()
+            finally:
+                await rt.aclose()
+
+    asyncio.run(main())
+
+
+def _worker(mode: str, runs: int, k: int) -> Any:
     """Run in a fresh process: [wall, CPU] µs per step of each of ``runs`` runs."""
     from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
     from standardagents.project import build_registry
@@ -78,6 +158,8 @@ def _worker(mode: str, runs: int, k: int) -> list[list[float]]:
 
     if mode == "sdk-span":
         return _sdk_floor(200)
+    if mode == "paired":
+        return _paired(runs, k)
     if mode == "on":
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
@@ -187,19 +269,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ref, tree = _baseline_tree(args.baseline, Path(tmp))
         samples: dict[str, list[list[float]]] = {"before": [], "off": [], "on": [], "metrics": [], "sdk-span": []}
+        paired: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": []}
         for _ in range(args.rounds):
             for mode in samples:
                 samples[mode].extend(_spawn(mode, args.runs, args.k, tree if mode == "before" else None))
+            for mode, values in _spawn_paired(args.runs * 3, args.k).items():
+                paired[mode].extend(values)
     print(f"workload: {args.k} tool steps + 1 answer per run, SQLite file; {args.rounds} rounds x {args.runs} runs "
           f"per mode; baseline {ref}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     for index, what in ((1, "CPU time (process, all threads)"), (0, "wall time")):
         med = {mode: statistics.median(v[index] for v in values) for mode, values in samples.items()}
+        pair = {mode: statistics.median(v[index] for v in values) for mode, values in paired.items()}
         print(f"{what}, median µs per step:")
         for mode in samples:
             print(f"  {mode:8s} {med[mode]:8.1f}" + ("   (one bare SDK span, for reference)" if mode == "sdk-span" else ""))
-        print(f"  off / before  = {med['off'] / med['before']:.3f}   (target <= 1.03)")
-        print(f"  on - off      = {med['on'] - med['off']:6.1f} µs/step (target < 30); on / off = {med['on'] / med['off']:.3f}")
-        print(f"  metrics - off = {med['metrics'] - med['off']:6.1f} µs/step; metrics / off = {med['metrics'] / med['off']:.3f}")
+        print(f"  off / before  = {med['off'] / med['before']:.3f}   (separate processes, alternating; target <= 1.03)")
+        print("  same process, modes alternating run by run:")
+        print(f"    off {pair['off']:.1f}, on {pair['on']:.1f}, metrics {pair['metrics']:.1f}")
+        print(f"    on - off      = {pair['on'] - pair['off']:6.1f} µs/step (target < 30); on / off = {pair['on'] / pair['off']:.3f}")
+        print(f"    metrics - off = {pair['metrics'] - pair['off']:6.1f} µs/step; metrics / off = {pair['metrics'] / pair['off']:.3f}")
+
+
+def _spawn_paired(runs: int, k: int) -> dict[str, list[list[float]]]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    done = subprocess.run([sys.executable, __file__, "--worker", "paired", "--runs", str(runs), "--k", str(k)],
+                          env=env, capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,13 @@ from urllib.parse import urlsplit
 
 from . import tracing
 
+try:
+    from opentelemetry import context as _context
+    from opentelemetry import trace as _trace
+    from opentelemetry.trace import Status, StatusCode
+except ImportError:  # pragma: no cover - metrics without the OpenTelemetry API
+    pass
+
 if TYPE_CHECKING:
     from ..engine.loop import Execution, ExecutionResult
 
@@ -69,15 +76,13 @@ class ExecutionProbe:
             meter.turn_started(self.agent)
         if tracer is None:
             return
-        from opentelemetry import context, trace
-
         record = execution.record
         resume = execution.resume
         links = []
         if resume is not None:
             paused = tracing.span_context_from(record.state.get("trace"))
             if paused is not None:
-                links.append(trace.Link(paused, {"standardagents.link": "approval_pause"}))
+                links.append(_trace.Link(paused, {"standardagents.link": "approval_pause"}))
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": self.agent,
@@ -87,13 +92,13 @@ class ExecutionProbe:
             "standardagents.side": record.side,
             "standardagents.resumed": resume is not None,
         }
-        self.span = span = tracer.start_span(f"invoke_agent {self.agent}", kind=trace.SpanKind.INTERNAL,
+        self.span = span = tracer.start_span(f"invoke_agent {self.agent}", kind=_trace.SpanKind.INTERNAL,
                                              attributes=attrs, links=links)
         if resume is not None:
             for call_id, decision in (resume.get("decisions") or {}).items():
                 span.add_event("standardagents.approval.decided", {
                     "standardagents.call.id": call_id, "standardagents.approved": bool(decision.get("approved"))})
-        self._token = context.attach(trace.set_span_in_context(span))
+        self._token = _context.attach(_trace.set_span_in_context(span))
 
     # steps ---------------------------------------------------------------------------------
     def step(self) -> None:
@@ -109,9 +114,7 @@ class ExecutionProbe:
         return _ToolCall(self, call, tool)
 
     def hook(self, name: str, hook_id: str) -> Any:
-        from opentelemetry import trace
-
-        return trace.use_span(self.tracer.start_span(f"hook {name}", attributes={
+        return _trace.use_span(self.tracer.start_span(f"hook {name}", attributes={
             "standardagents.hook.name": name, "standardagents.hook.id": hook_id}), end_on_exit=True)
 
     # the end -------------------------------------------------------------------------------
@@ -125,9 +128,6 @@ class ExecutionProbe:
         span = self.span
         if span is None:
             return
-        from opentelemetry import context
-        from opentelemetry.trace import Status, StatusCode
-
         ex = self.execution.ex
         span.set_attribute("standardagents.outcome", outcome)
         span.set_attribute("standardagents.steps", ex.step_count)
@@ -157,7 +157,7 @@ class ExecutionProbe:
         else:
             span.set_status(Status(StatusCode.ERROR, "the execution raised"))
         if self._token is not None:
-            context.detach(self._token)
+            _context.detach(self._token)
             self._token = None
         span.end()
 
@@ -210,8 +210,6 @@ class _ModelCall:
         tracer = self.probe.tracer
         if tracer is None:
             return self
-        from opentelemetry import context, trace
-
         model, request = self.model, self.request
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
@@ -234,14 +232,14 @@ class _ModelCall:
                     [{"type": "text", "content": m.get("content")} for m in system])
             attrs["gen_ai.input.messages"] = json.dumps(
                 [_parts(m) for m in request.messages if m.get("role") != "system"])
-        self.span = span = tracer.start_span(f"chat {model.model}", kind=trace.SpanKind.CLIENT, attributes=attrs)
+        self.span = span = tracer.start_span(f"chat {model.model}", kind=_trace.SpanKind.CLIENT, attributes=attrs)
         fallback = self.fallback_from
         if fallback is not None:
             failed_model, error = fallback
             span.add_event("standardagents.fallback", {"standardagents.fallback.from": failed_model,
                                                        "error.type": type(error).__name__,
                                                        "standardagents.fallback.error": str(error)[:500]})
-        self._token = context.attach(trace.set_span_in_context(span))
+        self._token = _context.attach(_trace.set_span_in_context(span))
         return self
 
     def provider(self, provider: Any) -> Any:
@@ -265,32 +263,31 @@ class _ModelCall:
         span = self.span
         if span is None:
             return
-        from opentelemetry import context
-        from opentelemetry.trace import Status, StatusCode
-
+        end: dict[str, Any] = {}
         if reply is not None:
             if reply.model:
-                span.set_attribute("gen_ai.response.model", reply.model)
+                end["gen_ai.response.model"] = reply.model
             if reply.finish_reason:
-                span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
+                end["gen_ai.response.finish_reasons"] = [reply.finish_reason]
             if usage is not None:
-                span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
-                span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+                end["gen_ai.usage.input_tokens"] = usage.prompt_tokens
+                end["gen_ai.usage.output_tokens"] = usage.completion_tokens
             if self.probe.capture:
                 out = {"role": "assistant", "content": reply.text or None, "tool_calls": [
                     {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]}
                 shaped = _parts(out)
                 shaped["finish_reason"] = reply.finish_reason
-                span.set_attribute("gen_ai.output.messages", json.dumps([shaped]))
+                end["gen_ai.output.messages"] = json.dumps([shaped])
         if self.ttft is not None:
-            span.set_attribute("standardagents.time_to_first_token", self.ttft)
+            end["standardagents.time_to_first_token"] = self.ttft
         if exc is not None:
-            span.set_attribute("error.type", getattr(exc, "code", None) or type(exc).__name__)
+            end["error.type"] = getattr(exc, "code", None) or type(exc).__name__
             if isinstance(exc, Exception):
                 span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+        span.set_attributes(end)
         if self._token is not None:
-            context.detach(self._token)
+            _context.detach(self._token)
         span.end()
 
 
@@ -310,8 +307,6 @@ class _ToolCall:
         tracer = self.probe.tracer
         if tracer is None:
             return self
-        from opentelemetry import context, trace
-
         call, tool = self.call, self.tool
         origin = getattr(tool, "origin", None) or "code"
         attrs: dict[str, Any] = {
@@ -327,9 +322,9 @@ class _ToolCall:
             attrs["gen_ai.tool.description"] = tool.description[:500]
         if self.probe.capture:
             attrs["gen_ai.tool.call.arguments"] = call.arguments or ""
-        self.span = span = tracer.start_span(f"execute_tool {call.name}", kind=trace.SpanKind.INTERNAL,
+        self.span = span = tracer.start_span(f"execute_tool {call.name}", kind=_trace.SpanKind.INTERNAL,
                                              attributes=attrs)
-        self._token = context.attach(trace.set_span_in_context(span))
+        self._token = _context.attach(_trace.set_span_in_context(span))
         return self
 
     def outcome(self, outcome: Any) -> None:
@@ -344,9 +339,6 @@ class _ToolCall:
         span = self.span
         if span is None:
             return
-        from opentelemetry import context
-        from opentelemetry.trace import Status, StatusCode
-
         span.set_attribute("standardagents.tool.status", status)
         if outcome is not None:
             if outcome.repaired or outcome.notes:
@@ -362,5 +354,5 @@ class _ToolCall:
             span.set_attribute("error.type", type(exc).__name__)
             span.set_status(Status(StatusCode.ERROR, "the tool call did not finish"))
         if self._token is not None:
-            context.detach(self._token)
+            _context.detach(self._token)
         span.end()

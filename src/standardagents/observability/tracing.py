@@ -7,6 +7,7 @@ OTLP exporter that :func:`configure_from_env` sets up from OpenTelemetry's own v
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -70,14 +71,18 @@ def tracer() -> Any:
         return None
     found = _tracers.get(id(provider))
     if found is None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            ours = version("standardagents")
-        except PackageNotFoundError:  # pragma: no cover - running from a source tree
-            ours = None
-        found = _tracers[id(provider)] = provider.get_tracer("standardagents", ours)
+        found = _tracers[id(provider)] = provider.get_tracer("standardagents", _our_version())
     return found
+
+
+@functools.cache
+def _our_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("standardagents")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return None
 
 
 def tracing_active() -> bool:
