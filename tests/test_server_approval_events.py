@@ -1,5 +1,6 @@
 """``approval.request`` in the pattern's shape (``interruption`` and ``stateToken``) on every
-surface: the bus, SSE, WebSocket, the approvals listing and the ``done`` event."""
+surface: the bus, SSE, WebSocket, the approvals listing (on SQLite and PostgreSQL) and the
+``done`` event."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 from websockets.asyncio.client import connect as ws_connect
+
+from store_fixtures import Backend
 
 API = "/api"
 
@@ -93,12 +96,12 @@ async def test_approval_request_carries_interruption_and_state_token_everywhere(
         server.close()
 
 
-async def test_approval_request_on_the_bus_and_in_the_result(tmp_path: Path) -> None:
+async def test_approval_request_on_the_bus_and_in_the_result(tmp_path: Path, backend: Backend) -> None:
     from server_fixtures import write_project
     from standardagents import Runtime
 
     root = write_project(tmp_path / "project", FILES)
-    rt = await Runtime.open(root, database_url=f"sqlite:///{tmp_path / 'bus.db'}")
+    rt = await Runtime.open(root, store=backend.new_store())
     try:
         sub = rt.subscribe()
         paused = await rt.run("ops", "the cache")
