@@ -23,6 +23,7 @@ from a2a.types import (
     Message,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 
@@ -127,6 +128,25 @@ async def test_cancel_stops_the_turn(server: LiveServer) -> None:
         async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
             running = (await http.get(f"/api/threads/{canceled.context_id}")).json()["running"]
         assert running is False
+
+
+async def test_a_second_client_resubscribes_to_a_running_task(server: LiveServer) -> None:
+    async with _client(server, "slow") as client, _client(server, "slow") as watcher:
+        stream = client.send_message(_message("wait"))
+        task_id = None
+        async for response in stream:
+            if response.HasField("status_update") and response.status_update.status.message.parts and \
+                    response.status_update.status.message.parts[0].text == "calling wait_forever":
+                task_id = response.status_update.task_id
+                break
+        assert task_id is not None
+        watched = watcher.subscribe(SubscribeToTaskRequest(id=task_id))
+        first = await anext(watched)  # the task as it is now
+        assert first.task.status.state == TaskState.TASK_STATE_WORKING
+        await client.cancel_task(CancelTaskRequest(id=task_id))
+        states = [r.status_update.status.state async for r in watched if r.HasField("status_update")]
+        await stream.aclose()
+    assert states[-1] == TaskState.TASK_STATE_CANCELED
 
 
 async def test_without_a_token_it_is_refused(server: LiveServer) -> None:
