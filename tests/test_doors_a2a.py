@@ -186,6 +186,23 @@ async def test_v03_method_names_answer_and_tasks_are_the_callers(server: LiveSer
     assert "another user" in rejected["result"]["status"]["message"]["parts"][0]["text"]
 
 
+async def test_the_project_card_routes_by_agent_metadata(server: LiveServer) -> None:
+    async def send(metadata: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": "1", "method": "message/send",
+                "params": {"message": {"kind": "message", "messageId": uuid.uuid4().hex, "role": "user",
+                                       "parts": [{"kind": "text", "text": "go"}], "metadata": metadata}}}
+        async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers, timeout=60) as http:
+            answer: dict[str, Any] = (await http.post("/a2a", json=body)).json()["result"]
+        return answer
+
+    guarded = await send({"agent": "guarded"})
+    default = await send({})
+    assert guarded["status"]["state"] == "input-required"  # the guarded agent asks for approval
+    assert default["status"]["state"] == "input-required"  # the first skill is "guarded" too
+    helper = await send({"agent": "helper"})
+    assert helper["status"]["state"] == "completed"
+
+
 async def test_the_docs_example_runs(server: LiveServer) -> None:
     code = re.search(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
     assert code, "docs/doors-a2a.md has a python example"

@@ -262,6 +262,15 @@ async def test_stdio_serves_the_same_tools(doors_project: Path, tmp_path: Path) 
     assert "calling add" in notes
 
 
+def test_stdio_refuses_a_token_that_does_not_verify(doors_project: Path, tmp_path: Path) -> None:
+    done = subprocess.run([_cli(), "mcp", str(doors_project), "--token", "sa_wrong", "--database-url",
+                           f"sqlite+aiosqlite:///{tmp_path / 'stdio.db'}"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "API token is not valid" in done.stderr
+
+
 def test_stdio_refuses_a_folder_that_is_not_a_project(tmp_path: Path) -> None:
     done = subprocess.run([_cli(), "mcp", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
