@@ -270,3 +270,13 @@ async def test_a_guardrail_trip_is_an_event_of_the_turn(stub, make_runtime, span
     assert (event.name, event.attributes["standardagents.guardrail"], event.attributes["standardagents.kind"]) == (
         "standardagents.guardrail", "no_secrets", "input")
     assert children(spans, span) == []
+
+
+async def test_a_priced_model_call_carries_its_cost(stub, make_runtime, spans):
+    stub.queue(StubReply(text="Priced.", usage={"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}))
+    rt = await make_runtime(AGENT, prompt(), stub_model(stub, prices={"input": 3.0, "output": 15.0}))
+    result = await rt.run("helper", "hi")
+    (chat,) = named(spans, "chat stub-model")
+    stored = [m for m in await rt.store.list_messages(result.thread_id) if m.role == "assistant"][-1]
+    assert stored.cost is not None and stored.cost > 0
+    assert chat.attributes["standardagents.cost_usd"] == pytest.approx(stored.cost)

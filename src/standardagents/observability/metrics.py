@@ -99,6 +99,8 @@ class Meter:
                                       ["model"], buckets=_SECONDS, registry=reg)
         self.tokens = Counter("standardagents_model_tokens", "Tokens used, by model and type (input, output).",
                               ["model", "type"], registry=reg)
+        self.cost_usd = Counter("standardagents_model_cost_usd", "Cost of model calls in USD, by model "
+                                "(calls whose price is known).", ["model"], registry=reg)
         self.tool_calls = Counter("standardagents_tool_calls", "Tool calls, by tool and status.",
                                   ["tool", "status"], registry=reg)
         self.running = Gauge("standardagents_running_executions", "Executions running now.",
@@ -138,6 +140,9 @@ class Meter:
         if usage is not None:
             self.tokens.labels(model, "input").inc(usage.prompt_tokens)
             self.tokens.labels(model, "output").inc(usage.completion_tokens)
+
+    def cost(self, model: str, usd: float) -> None:
+        self.cost_usd.labels(model).inc(usd)
 
     def tool_call(self, tool: str, status: str) -> None:
         self.tool_calls.labels(tool, status).inc()

@@ -255,7 +255,17 @@ class _ModelCall:
         elapsed = time.perf_counter() - self._started
         reply = self.reply
         usage = reply.usage if reply is not None else None
+        cost = None
+        if usage is not None:
+            from ..costs import call_cost
+
+            try:
+                cost = call_cost(self.model, usage, reply.model)
+            except Exception:  # a price lookup never breaks a turn's telemetry
+                cost = None
         meter = self.probe.meter
+        if meter is not None and cost is not None:
+            meter.cost(self.model.name, cost)
         if meter is not None:
             status = "ok" if exc is None else ("cancelled" if exc_type is not None and issubclass(exc_type, BaseException)
                                                and not issubclass(exc_type, Exception) else "error")
@@ -278,6 +288,8 @@ class _ModelCall:
                 shaped = _parts(out)
                 shaped["finish_reason"] = reply.finish_reason
                 end["gen_ai.output.messages"] = json.dumps([shaped])
+        if cost is not None:
+            end["standardagents.cost_usd"] = cost
         if self.ttft is not None:
             end["standardagents.time_to_first_token"] = self.ttft
         if exc is not None:
