@@ -72,8 +72,9 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-async def measure(variant: str, k: int, runs: int, workdir: Path) -> float:
-    """Median microseconds per step of one variant."""
+async def measure(variant: str, k: int, runs: int, workdir: Path) -> tuple[float, float]:
+    """Median microseconds per step of one variant: wall time and this process's CPU time
+    (the CPU figure is what other processes on a busy machine disturb least)."""
     typed = variant != "plain"
     model = (define_model(name="default", provider="openai", model="gpt-4o-mini", stream=False) if typed
              else define_model(name="default", provider="test", model="instant", stream=False))
@@ -94,23 +95,26 @@ async def measure(variant: str, k: int, runs: int, workdir: Path) -> float:
         for _ in range(max(5, runs // 10)):
             await rt.run("bench", "add 1 and 2", **options)
         samples = []
+        cpu = []
         gc.collect()
         gc.disable()
         for _ in range(runs):
             t0 = time.perf_counter_ns()
+            c0 = time.process_time_ns()
             result = await rt.run("bench", "add 1 and 2", **options)
+            cpu.append(time.process_time_ns() - c0)
             samples.append(time.perf_counter_ns() - t0)
             assert result.stop_reason == "complete", result
             assert (result.cost is not None) is typed and (result.value is not None) is typed
         gc.enable()
     finally:
         await rt.aclose()
-    return statistics.median(samples) / 1000 / (k + 1)
+    return statistics.median(samples) / 1000 / (k + 1), statistics.median(cpu) / 1000 / (k + 1)
 
 
 async def amain(args: argparse.Namespace) -> None:
     variants = ["plain", "typed+cost", "typed+cost+limits"]
-    rounds: dict[str, list[float]] = {v: [] for v in variants}
+    rounds: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         # interleaved rounds, so a busy machine weighs on every variant alike
         for i in range(args.rounds):
@@ -120,10 +124,13 @@ async def amain(args: argparse.Namespace) -> None:
                 rounds[v].append(await measure(v, args.k, args.runs, workdir))
     print(f"Per-step cost of typed output + cost accounting (+ limits), K={args.k} tool steps + 1 answer, "
           f"SQLite file, Python {sys.version.split()[0]}; median of {args.rounds} rounds x {args.runs} runs")
-    base = statistics.median(rounds["plain"])
+    base_wall = statistics.median(w for w, _ in rounds["plain"])
+    base_cpu = statistics.median(c for _, c in rounds["plain"])
     for v in variants:
-        step = statistics.median(rounds[v])
-        print(f"{v:>18}: {step:8.0f} µs/step   ratio to plain {step / base:5.3f}")
+        wall = statistics.median(w for w, _ in rounds[v])
+        cpu = statistics.median(c for _, c in rounds[v])
+        print(f"{v:>18}: wall {wall:7.0f} µs/step (x{wall / base_wall:5.3f})   "
+              f"CPU {cpu:7.0f} µs/step (x{cpu / base_cpu:5.3f})")
 
 
 def main() -> None:

@@ -65,6 +65,11 @@ class UsageMeter:
         self.output_tokens = 0
         self.tool_calls = 0
         self.cost = 0.0
+        # only the limits that are set are checked, each with what it counts
+        active = [(name, cap, spent) for name, spent in _SPENT.items() if (cap := getattr(limits, name)) is not None]
+        self._passed = active
+        self._estimated = [a for a in active if a[0] in _ESTIMATED]
+        self._reached = [a for a in active if a[0] in _REACHED]
         # estimates already made this turn, by message (kept alive, so an id is never reused)
         self._seen: dict[int, tuple[Any, int]] = {}
         self._tools: tuple[Any, int] | None = None
@@ -111,24 +116,17 @@ class UsageMeter:
         lim = self.limits
         if lim.requests is not None and self.requests + 1 > lim.requests:
             raise LimitTripped("requests", self.requests + 1, lim.requests, before=True)
-        if any(v is not None for v in (lim.input_tokens, lim.total_tokens, lim.thread_input_tokens,
-                                       lim.thread_total_tokens)):
+        if self._estimated:
             estimate = self._estimate(request)
-            turn_in = self.input_tokens + estimate
-            thread_in = self.prior_input + turn_in
-            for name, used in (("input_tokens", turn_in), ("total_tokens", turn_in + self.output_tokens),
-                               ("thread_input_tokens", thread_in),
-                               ("thread_total_tokens", thread_in + self.prior_output + self.output_tokens)):
-                cap = getattr(lim, name)
-                if cap is not None and used > cap:
+            for name, cap, used_of in self._estimated:
+                used = used_of(self) + estimate
+                if used > cap:
                     raise LimitTripped(name, used, cap, before=True)
         # a request always produces output and costs something: reaching these caps is enough
-        for name, spent in (("output_tokens", self.output_tokens),
-                            ("thread_output_tokens", self.prior_output + self.output_tokens),
-                            ("cost_usd", self.cost), ("thread_cost_usd", self.prior_cost + self.cost)):
-            cap = getattr(lim, name)
-            if cap is not None and spent >= cap:
-                raise LimitTripped(name, round(spent, 9) if isinstance(spent, float) else spent, cap, before=False)
+        for name, cap, used_of in self._reached:
+            used = used_of(self)
+            if used >= cap:
+                raise LimitTripped(name, round(used, 9) if isinstance(used, float) else used, cap, before=False)
 
     def before_tools(self, count: int) -> None:
         """Raise :class:`LimitTripped` when running ``count`` more calls would pass a limit."""
@@ -140,17 +138,23 @@ class UsageMeter:
 
     def check(self) -> None:
         """Raise :class:`LimitTripped` when what was already spent passed a limit."""
-        lim = self.limits
-        for name, used in (("input_tokens", self.input_tokens), ("output_tokens", self.output_tokens),
-                           ("total_tokens", self.input_tokens + self.output_tokens),
-                           ("thread_input_tokens", self.prior_input + self.input_tokens),
-                           ("thread_output_tokens", self.prior_output + self.output_tokens),
-                           ("thread_total_tokens", self.prior_input + self.prior_output + self.input_tokens
-                            + self.output_tokens)):
-            cap = getattr(lim, name)
-            if cap is not None and used > cap:
-                raise LimitTripped(name, used, cap, before=False)
-        for name, spent in (("cost_usd", self.cost), ("thread_cost_usd", self.prior_cost + self.cost)):
-            cap = getattr(lim, name)
-            if cap is not None and spent > cap:
-                raise LimitTripped(name, round(spent, 9), cap, before=False)
+        for name, cap, used_of in self._passed:
+            used = used_of(self)
+            if used > cap:
+                raise LimitTripped(name, round(used, 9) if isinstance(used, float) else used, cap, before=False)
+
+
+# what each limit counts, as spent so far (the estimate of the next request is added to the
+# input-side ones before a request)
+_SPENT: dict[str, Any] = {
+    "input_tokens": lambda m: m.input_tokens,
+    "output_tokens": lambda m: m.output_tokens,
+    "total_tokens": lambda m: m.input_tokens + m.output_tokens,
+    "thread_input_tokens": lambda m: m.prior_input + m.input_tokens,
+    "thread_output_tokens": lambda m: m.prior_output + m.output_tokens,
+    "thread_total_tokens": lambda m: m.prior_input + m.prior_output + m.input_tokens + m.output_tokens,
+    "cost_usd": lambda m: m.cost,
+    "thread_cost_usd": lambda m: m.prior_cost + m.cost,
+}
+_ESTIMATED = ("input_tokens", "total_tokens", "thread_input_tokens", "thread_total_tokens")
+_REACHED = ("output_tokens", "thread_output_tokens", "cost_usd", "thread_cost_usd")
