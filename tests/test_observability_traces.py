@@ -280,3 +280,29 @@ async def test_a_priced_model_call_carries_its_cost(stub, make_runtime, spans):
     stored = [m for m in await rt.store.list_messages(result.thread_id) if m.role == "assistant"][-1]
     assert stored.cost is not None and stored.cost > 0
     assert chat.attributes["standardagents.cost_usd"] == pytest.approx(stored.cost)
+
+
+def test_the_openai_door_takes_the_callers_traceparent(stub, tmp_path: Path, spans):
+    import openai
+
+    from server_fixtures import serve_app, write_project
+
+    project = write_project(tmp_path / "project", {"agents/models/default.py": f"""
+        from standardagents import define_model
+        default = define_model(name="default", provider="openai", model="stub-model",
+                               base_url="{stub.base_url}", max_retries=0)
+    """})
+    stub.queue("Hello from the door.")
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    for server in serve_app(project, f"sqlite+aiosqlite:///{tmp_path / 'door.db'}"):
+        client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=server.token, max_retries=0)
+        reply = client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "hi"}],
+                                               extra_headers={"traceparent": parent})
+        client.close()
+        assert reply.choices[0].message.content == "Hello from the door."
+    (agent,) = named(spans, "invoke_agent helper")
+    assert agent.context.trace_id == 0x4BF92F3577B34DA6A3CE929D0E0E4736
+    assert agent.parent.span_id == 0x00F067AA0BA902B7
+    (chat,) = named(spans, "chat stub-model")
+    assert stub.request_headers[0]["traceparent"].split("-")[1] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert chat.parent.span_id == agent.context.span_id
