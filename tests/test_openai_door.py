@@ -276,3 +276,60 @@ async def test_sampling_parameters_reach_the_agents_model(door: LiveServer, stub
     assert {k: first.get(k) for k in ("temperature", "top_p", "max_tokens", "stop", "seed")} == {
         "temperature": 0.3, "top_p": 0.9, "max_tokens": 50, "stop": ["END"], "seed": 7}
     assert (second["max_tokens"], second["stop"]) == (20, ["STOP"])
+
+
+# the Responses API -------------------------------------------------------------------------
+
+async def test_responses_continue_a_thread_by_previous_response_id(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue(StubReply(text="Hello Ada.", usage=_STEP_USAGE[0]), "You are Ada.")
+    async with _async(door) as client:
+        first = await client.responses.create(model="helper", instructions="Be brief.", input="My name is Ada.")
+        assert first.output_text == "Hello Ada."
+        assert first.usage is not None and (first.usage.input_tokens, first.usage.output_tokens) == (10, 5)
+        second = await client.responses.create(model="helper", previous_response_id=first.id,
+                                               instructions="Be brief.", input="What is my name?")
+        assert second.output_text == "You are Ada."
+        again = await client.responses.retrieve(first.id)
+    assert again.output_text == "Hello Ada."
+    sent = _sent_messages(stub)
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("system", "Be brief."), ("user", "My name is Ada."), ("assistant", "Hello Ada."), ("user", "What is my name?")]
+
+
+def test_response_input_items_become_the_history(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue("It was 3.")
+    with _sync(door) as client:
+        response = client.responses.create(model="helper", store=False, input=[
+            {"role": "user", "content": "Add 1 and 2."},
+            {"type": "function_call", "call_id": "call_1", "name": "add", "arguments": '{"a":1,"b":2}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "3"},
+            {"role": "user", "content": [{"type": "input_text", "text": "What was it?"}]}])
+        assert response.output_text == "It was 3."
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(response.id)
+    sent = _sent_messages(stub)
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[1]["tool_calls"][0]["id"] == "call_1" and sent[2]["content"] == "3"
+
+
+async def test_a_streamed_response_sends_the_responses_events(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue(StubReply(text="streamed answer", chunk_size=4))
+    async with _async(door) as client:
+        stream = await client.responses.create(model="helper", input="hi", stream=True)
+        events = [event async for event in stream]
+    types = [e.type for e in events]
+    assert types[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+    assert types[-1] == "response.completed"
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]  # type: ignore[union-attr]
+    assert len(deltas) > 1 and "".join(deltas) == "streamed answer"
+    assert events[-1].response.output_text == "streamed answer"  # type: ignore[union-attr]
+
+
+async def test_a_response_whose_model_is_down_fails(door: LiveServer) -> None:
+    async with _async(door) as client:
+        with pytest.raises(openai.InternalServerError, match="connection"):
+            await client.responses.create(model="offline", input="hi")
+        stream = await client.responses.create(model="offline", input="hi", stream=True)
+        events = [event async for event in stream]
+    assert events[-1].type == "response.failed"
+    assert "connection" in (events[-1].response.error.message if events[-1].response.error else "")  # type: ignore[union-attr]

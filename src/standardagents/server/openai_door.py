@@ -391,7 +391,11 @@ def _response_format(value: Any) -> dict[str, Any] | None:
 
 
 def openai_routes() -> list[BaseRoute]:
+    from .openai_responses import create_response, get_response
+
     return [
         Route("/v1/models", _openai_errors(list_models), methods=["GET"]),
         Route("/v1/chat/completions", _openai_errors(chat_completions), methods=["POST"]),
+        Route("/v1/responses", _openai_errors(create_response), methods=["POST"]),
+        Route("/v1/responses/{response_id}", _openai_errors(get_response), methods=["GET"]),
     ]

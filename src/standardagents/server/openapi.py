@@ -39,6 +39,8 @@ _REASONS = {
          "message's busy policy is reject",
     413: "the body is over the size limit", 415: "the body is not JSON",
     422: "a field or query parameter has the wrong value", 502: "the agent failed",
+    429: "the agent's model is rate limited (Retry-After) or a usage limit stopped the turn",
+    503: "the agent's model is unavailable", 504: "the agent's model timed out",
 }
 #: what every operation can answer: a NUL in the URL (400) and no or a bad token (401)
 _ALWAYS = (400, 401)
@@ -153,8 +155,16 @@ def openapi_document(prefix: str) -> dict[str, Any]:
         "/v1/models": {"get": _op("Agents as OpenAI models (the primary ones)", tag="openai")},
         "/v1/chat/completions": {"post": _op(
             "OpenAI-compatible chat completions (model = a primary agent's name); errors in OpenAI's shape",
-            tag="openai", ok={"200": ("application/json", "text/event-stream")}, errors=(403, 404, 502),
+            tag="openai", ok={"200": ("application/json", "text/event-stream")},
+            errors=(403, 404, 409, 429, 502, 503, 504),
             body={"type": "object", "required": ["model", "messages"]})},
+        "/v1/responses": {"post": _op(
+            "OpenAI-compatible Responses API (model = a primary agent's name); errors in OpenAI's shape",
+            tag="openai", ok={"200": ("application/json", "text/event-stream")},
+            errors=(403, 404, 409, 429, 502, 503, 504), body={"type": "object", "required": ["model", "input"]})},
+        "/v1/responses/{response_id}": {"get": _op(
+            "A stored response", tag="openai", errors=(403, 404),
+            params=[{"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}])},
     }
     from .health import health_openapi
 
