@@ -579,9 +579,11 @@ def _mount_commands() -> None:
     from .packages.cli import pack_command, packages_command, unpack_command
     from .server.cli import tokens_app
     from .server.doors.cli import mcp_command
+    from .threads_cli import threads_app
 
     app.add_typer(tokens_app, name="tokens", help="Create, list and revoke API tokens.")
     app.add_typer(effects_app, name="effects", help="List, cancel and run scheduled effects.")
+    app.add_typer(threads_app, name="threads", help="List threads and show the steps of their turns.")
     app.command("pack")(pack_command)
     app.command("unpack")(unpack_command)
     app.command("packages")(packages_command)

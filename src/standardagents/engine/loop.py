@@ -56,6 +56,7 @@ from .output import (
     to_jsonable,
 )
 from .state import ExecutionState, ThreadState
+from .steps import StepProbe
 from .tools import ToolOutcome, run_tool_call
 
 if TYPE_CHECKING:
@@ -157,6 +158,7 @@ class Execution:
         #: USD spent so far (None until a call with a known price)
         self.cost: float | None = None
         self._used_model: ModelDefinition | None = None
+        self._step = StepProbe()
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -534,6 +536,8 @@ class Execution:
                         metadata={"executionId": self.record.id, "step": ex.step_count})
         self._partial = reply
         self._partial_text = []
+        self._step = step = StepProbe()
+        history = self.ex.message_history
         try:
             response = await self._call_model(request, setup, reply)
         except GuardrailTripped as trip:
@@ -563,6 +567,7 @@ class Execution:
             reply.status = "truncated"
         if response.model:
             reply.metadata["model"] = response.model
+        step.finish(reply, response, request, history, self._used_model or setup.model)
         cost = reply.cost = call_cost(self._used_model or setup.model, response.usage, response.model)
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
@@ -678,6 +683,7 @@ class Execution:
             self._used_model = model
             try:
                 with observe.model_call(model, request, (chain[i - 1].name, last) if i else None) as call:
+                    self._step.traced(call)
                     response = await self._call_one(call.provider(provider), model, request, setup, reply)
                     call.response(response)
                     return response
@@ -685,6 +691,7 @@ class Execution:
                 last = exc
                 if not exc.retriable or not exc.before_first_token or i == len(chain) - 1:
                     raise
+                self._step.failed(model, exc)
                 log.warning("model %s failed (%s); trying fallback %s", model.name, exc, chain[i + 1].name)
         assert last is not None
         raise last
@@ -713,6 +720,7 @@ class Execution:
                 return response
             except ProviderError as exc:
                 if out is not None and exc.before_first_token and out.refused(exc, model, latches):
+                    self._step.failed(model, exc)
                     log.warning("%s refused %s output for %s (%s); asking for it as %s", endpoint, out.mode, model.model,
                                 exc, latches.output_mode_for(endpoint, model.model))
                     continue
@@ -720,6 +728,7 @@ class Execution:
                     raise
                 if latches.escalate(endpoint, model.model) is None:
                     raise
+                self._step.failed(model, exc)
                 log.warning("%s refused the tool schemas of %s (%s); retrying with %s tools", endpoint, model.model,
                             exc, latches.level_for(endpoint, model.model))
 
@@ -765,8 +774,11 @@ class Execution:
             guard = OutputGuard(self.state, setup.output_guardrails, release, setup.prompt.guardrail_chunk_size)
         # Closed as soon as this loop stops reading (a tripped guardrail, a stop, an error):
         # the connection is dropped at once, so the model stops generating (and billing).
+        step = self._step
         async with _closing(provider.stream(request)) as deltas:
             async for delta in deltas:
+                if step.ttft is None:
+                    step.first_token()
                 if type(delta) is TextDelta:
                     for kind, piece in splitter.feed(delta.text):
                         if kind == "text":

@@ -22,11 +22,12 @@ from ..costs import UsageTotals, summarize
 from ..definitions.limits import usage_limits
 from ..engine.busy import BUSY_POLICIES
 from ..engine.output import output_spec
+from ..engine.steps import execution_summary, load_execution
 from ..exceptions import DefinitionError, StandardAgentsError
 from ..files import check_regex
 from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
-from ..store.checks import INT64_MAX
+from ..store.checks import INT64_MAX, check_text
 from .auth import authenticate, caller_dict, require_thread
 from .errors import ApiError, JSONResponse, read_json
 from .openapi import openapi_document
@@ -193,11 +194,22 @@ async def list_executions(request: Request) -> Response:
     caller = await authenticate(request)
     thread = await require_thread(request, request.path_params["thread_id"], caller)
     records = await server_of(request).runtime.store.list_executions(thread_id=thread.id)
-    return JSONResponse({"executions": [{
-        "id": r.id, "status": r.status, "stopReason": r.stop_reason, "outcome": r.state.get("outcome"),
-        "error": r.error, "stepCount": r.step_count, "value": r.state.get("value"),
-        "usage": r.state.get("usage") or {}, "cost": r.state.get("cost"), "createdAt": r.created_at,
-        "updatedAt": r.updated_at} for r in sorted(records, key=lambda r: r.created_at)]})
+    return JSONResponse({"executions": [execution_summary(r) for r in sorted(records, key=lambda r: r.created_at)]})
+
+
+async def get_execution(request: Request) -> Response:
+    """``GET /api/executions/{id}``: one execution with its steps (model calls with the tool
+    calls they asked for), usage, cost, timings and trace id; readable by whoever may read
+    its thread."""
+    caller = await authenticate(request)
+    execution_id = request.path_params["execution_id"]
+    store = server_of(request).runtime.store
+    check_text("execution id", execution_id)
+    record = await store.get_execution(execution_id)
+    if record is None:
+        raise ApiError(404, f"unknown execution {execution_id!r}")
+    await require_thread(request, record.thread_id, caller)
+    return JSONResponse(await load_execution(store, record))
 
 
 _USAGE_GROUPS = ("agent", "model", "user", "day")
@@ -628,6 +640,7 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(t, delete_thread, methods=["DELETE"]),
         Route(f"{t}/messages", list_messages, methods=["GET"]),
         Route(f"{t}/executions", list_executions, methods=["GET"]),
+        Route(f"{p}/executions/{{execution_id}}", get_execution, methods=["GET"]),
         Route(f"{p}/usage", usage_summary, methods=["GET"]),
         Route(f"{t}/messages", send_message, methods=["POST"]),
         Route(f"{t}/stop", stop_thread, methods=["POST"]),

@@ -112,6 +112,10 @@ def openapi_document(prefix: str) -> dict[str, Any]:
                                   errors=thread_op)},
         f"{t}/executions": {"get": _op("The thread's executions with outcome, value, usage and cost",
                                        params=[_THREAD_ID], errors=thread_op)},
+        f"{p}/executions/{{execution_id}}": {"get": _op(
+            "One execution: its steps (model calls with their tool calls), usage, cost, timings and trace id",
+            params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            errors=thread_op)},
         f"{p}/usage": {"get": _op("Tokens and cost summed, by agent, model, user or day", tag="usage",
                                   errors=(403, 404, 422), params=[
             {"name": name, "in": "query", "schema": {"type": "string"}}

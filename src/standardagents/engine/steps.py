@@ -1,0 +1,144 @@
+"""What happened inside a turn: one record per model call, read back as an execution's steps.
+
+Each model call's figures (provider, model, the stored messages it was sent, tools offered,
+finish reason, latency, time to first token, failed attempts and fallbacks, trace id) go in
+the ``call`` entry of the reply message's metadata, written in the same commit as the reply:
+no extra write per step, and storage stays linear in the conversation because the messages
+sent are named by reference (first and last stored message id and a count), never copied.
+Tool calls are already stored as result rows (arguments, repairs, status, duration); the
+reader below joins them to the model call that asked for them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..records import ExecutionRecord, Message
+
+__all__ = ["StepProbe", "execution_detail", "execution_summary", "load_execution"]
+
+
+class StepProbe:
+    """Times one model step and notes its failed attempts; ``finish`` writes its record."""
+
+    __slots__ = ("attempts", "started", "trace_id", "ttft")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.ttft: float | None = None
+        self.attempts: list[dict[str, Any]] | None = None
+        self.trace_id: str | None = None
+
+    def first_token(self) -> None:
+        if self.ttft is None:
+            self.ttft = time.perf_counter() - self.started
+
+    def failed(self, model: Any, error: BaseException) -> None:
+        """A call that failed before the one that answered (a fallback followed)."""
+        if self.attempts is None:
+            self.attempts = []
+        self.attempts.append({"model": model.name, "provider": model.provider, "error": str(error)[:500]})
+
+    def traced(self, call: Any) -> None:
+        """Keep the trace id of the call's span, when tracing made one."""
+        span = getattr(call, "span", None)
+        if span is not None and self.trace_id is None:
+            ctx = span.get_span_context()
+            if ctx.trace_id:
+                self.trace_id = format(ctx.trace_id, "032x")
+
+    def finish(self, reply: Message, response: Any, request: Any, history: list[Message], model: Any) -> None:
+        elapsed = time.perf_counter() - self.started
+        tools = request.tools
+        call: dict[str, Any] = {
+            "provider": model.provider if model is not None else None,
+            "model": model.name if model is not None else request.model,
+            "finishReason": response.finish_reason,
+            "latencyMs": round(elapsed * 1000, 3),
+            "sent": {"first": history[0].id if history else None, "last": history[-1].id if history else None,
+                     "count": len(request.messages)},
+        }
+        if tools:
+            call["tools"] = [_tool_name(t) for t in tools]
+        if self.ttft is not None:
+            call["ttftMs"] = round(self.ttft * 1000, 3)
+        if self.attempts:
+            call["attempts"] = self.attempts
+        if self.trace_id is not None:
+            call["traceId"] = self.trace_id
+        reply.metadata["call"] = call
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, dict):
+        fn = tool.get("function")
+        if isinstance(fn, dict) and fn.get("name"):
+            return str(fn["name"])
+        return str(tool.get("name", "?"))
+    return str(getattr(tool, "name", tool))
+
+
+def execution_summary(record: ExecutionRecord) -> dict[str, Any]:
+    """The execution's own row: outcome, usage, cost and timing."""
+    state = record.state or {}
+    return {"id": record.id, "threadId": record.thread_id, "status": record.status, "stopReason": record.stop_reason,
+            "outcome": state.get("outcome"), "error": record.error, "stepCount": record.step_count,
+            "value": state.get("value"), "usage": state.get("usage") or {}, "cost": state.get("cost"),
+            "createdAt": record.created_at, "updatedAt": record.updated_at,
+            "durationMs": max(0, record.updated_at - record.created_at)}
+
+
+def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """An execution with its steps: each model call and the tool calls it asked for, and its
+    errors. ``messages`` and ``tool_rows`` are the thread's; those of other executions are
+    left out."""
+    by_call: dict[str, dict[str, Any]] = {}
+    for tr in tool_rows:
+        if tr.get("tool_call_id"):
+            by_call[tr["tool_call_id"]] = tr
+    steps: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    trace_id: str | None = None
+    for m in messages:
+        meta = m.metadata or {}
+        if meta.get("executionId") != record.id or m.role != "assistant":
+            continue
+        if meta.get("error"):
+            errors.append({"messageId": m.id, "code": meta["error"], "message": m.content, "createdAt": m.created_at})
+            continue
+        call = meta.get("call") or {}
+        trace_id = trace_id or call.get("traceId")
+        tool_calls = []
+        for tc in m.tool_calls or ():
+            found = by_call.get(tc.id)
+            row: dict[str, Any] = found or {}
+            rmeta = row.get("metadata") or {}
+            tool_calls.append({
+                "id": tc.id, "name": tc.name, "arguments": tc.arguments,
+                "status": row.get("status"), "result": row.get("result"), "error": row.get("error"),
+                "durationMs": rmeta.get("durationMs"), "repaired": bool(rmeta.get("repaired")),
+                "repairNotes": rmeta.get("repairNotes") or [],
+                "resultMessageId": row.get("message_id"),
+            })
+        steps.append({
+            "index": len(steps), "step": meta.get("step"), "kind": "model", "messageId": m.id, "side": m.side,
+            "status": m.status, "provider": call.get("provider"), "model": call.get("model"),
+            "responseModel": meta.get("model"), "finishReason": call.get("finishReason"),
+            "sent": call.get("sent"), "tools": call.get("tools") or [],
+            "usage": m.usage.to_dict() if m.usage is not None else None, "cost": m.cost,
+            "latencyMs": call.get("latencyMs"), "ttftMs": call.get("ttftMs"),
+            "attempts": call.get("attempts") or [], "toolCalls": tool_calls, "createdAt": m.created_at,
+        })
+    detail = execution_summary(record)
+    detail["traceId"] = trace_id
+    detail["steps"] = steps
+    detail["errors"] = errors
+    return detail
+
+
+async def load_execution(store: Any, record: ExecutionRecord) -> dict[str, Any]:
+    """``execution_detail`` read from the store (the thread's messages and tool results)."""
+    messages = await store.list_messages(record.thread_id)
+    rows = await store.list_tool_results(record.thread_id)
+    return execution_detail(record, messages, rows)
