@@ -1,4 +1,4 @@
-"""The steps of a turn, recorded and served: each model call (model, provider, the stored
+"""The steps of a turn, recorded, streamed and served: each model call (model, provider, the stored
 messages it was sent by reference, tools offered, finish reason, tokens, cost, timings) with
 the tool calls it asked for, read through the runtime, over HTTP and from the CLI."""
 
@@ -114,7 +114,15 @@ async def test_a_fallback_is_recorded_as_a_failed_attempt(make_runtime, stub):
     rt = await make_runtime(define_agent(name="a", side_a={"prompt": "p"}),
                             define_prompt(name="p", prompt="x", model="primary"), primary,
                             stub_model(stub, name="backup"))
+    sub = rt.subscribe()
     result = await rt.run("a", "go")
+    events = []
+    while not sub.queue.empty():
+        events.append(sub.queue.get_nowait())
+    # the step's record reaches live listeners with the stored reply
+    live = [e.data["message"]["metadata"]["call"] for e in events
+            if e.type == "message_created" and e.data["message"]["role"] == "assistant"]
+    assert [c["model"] for c in live] == ["backup"]
     record = await rt.store.get_execution(result.execution_id)
     assert record is not None
     (step,) = (await load_execution(rt.store, record))["steps"]
