@@ -106,3 +106,19 @@ def test_langchain_raises_when_the_agents_model_is_down(door: LiveServer) -> Non
         chat.invoke("hi")
     with pytest.raises(openai.InternalServerError, match="connection"):
         list(chat.stream("hi"))
+
+
+async def test_the_agents_sdk_default_responses_model_holds_a_conversation(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue("Hello Ada.", "You are Ada.")
+    async with _client(door) as client:
+        agents.set_tracing_disabled(True)
+        agent = agents.Agent(name="client", instructions="Be brief.",
+                             model=agents.OpenAIResponsesModel(model="helper", openai_client=client))
+        first = await agents.Runner.run(agent, "My name is Ada.")
+        assert first.final_output == "Hello Ada."
+        second = await agents.Runner.run(agent, [*first.to_input_list(), {"role": "user", "content": "What is my name?"}])
+        assert second.final_output == "You are Ada."
+        with pytest.raises(openai.InternalServerError, match="connection"):
+            await agents.Runner.run(agents.Agent(name="down", model=agents.OpenAIResponsesModel(
+                model="offline", openai_client=client)), "hi")
+    assert _user_texts(stub.requests[-1]) == ["My name is Ada.", "What is my name?"]
