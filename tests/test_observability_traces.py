@@ -306,3 +306,17 @@ def test_the_openai_door_takes_the_callers_traceparent(stub, tmp_path: Path, spa
     (chat,) = named(spans, "chat stub-model")
     assert stub.request_headers[0]["traceparent"].split("-")[1] == "4bf92f3577b34da6a3ce929d0e0e4736"
     assert chat.parent.span_id == agent.context.span_id
+
+
+async def test_an_execution_record_names_the_trace_of_its_turn(stub, make_runtime, spans):
+    from standardagents.engine.steps import load_execution
+
+    stub.queue(StubReply(tool_calls=[("add", json.dumps({"a": 2, "b": 3}))]), "It is 5.")
+    rt = await make_runtime(AGENT, prompt("add"), add, stub_model(stub))
+    result = await rt.run("helper", "2+3?")
+    (agent,) = named(spans, "invoke_agent helper")
+    record = await rt.store.get_execution(result.execution_id)
+    assert record is not None
+    detail = await load_execution(rt.store, record)
+    assert detail["traceId"] == format(agent.context.trace_id, "032x")
+    assert len(detail["steps"]) == 2
