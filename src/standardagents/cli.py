@@ -131,6 +131,8 @@ def validate(project: ProjectArg) -> None:
               f"{len(registry.names('tools'))} tool(s), {len(registry.names('hooks'))} hook(s)")
     for entry in registry.entries("agents"):
         agent = entry.value
+        if agent is None:  # a packed agent, loaded on first use: its package was checked above
+            continue
         for req in getattr(agent, "parent_hooks", []):
             out.print(f"  {agent.name}: adds parent hook [bold]{req.hook}[/] ({req.stage}) - {req.reason}")
         if agent is None or entry.package is not None or agent.type != "ai_human":
