@@ -1,4 +1,4 @@
-"""``/metrics`` of a real ``standardagents serve --workers 2``, scraped during and after a
+"""``/metrics`` of a real ``standardagents serve --workers 2`` on PostgreSQL, scraped during and after a
 load of concurrent turns: whichever worker answers, the counters add up to the store."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from standardagents.store import open_store
+from test_server_workers import database  # noqa: F401  (a PostgreSQL database of the test's own)
 
 EXE = Path(sys.executable).parent / "standardagents"
 QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart"
@@ -28,7 +29,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_server(project: Path, port: int, database: str, env: dict[str, str]) -> subprocess.Popen[str]:
+def _start_server(project: Path, port: int, database: str, env: dict[str, str]) -> subprocess.Popen[str]:  # noqa: F811
     return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
                              "--database-url", database], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -46,10 +47,9 @@ def total(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str
     return sum(v for (n, ls), v in found.items() if n == name and all((k, w) in ls for k, w in labels.items()))
 
 
-async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path) -> None:
+async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path, database: str) -> None:  # noqa: F811
     project = tmp_path / "project"
     shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
-    database = f"sqlite:///{tmp_path / 'metrics.db'}"
     store = open_store(database)
     await store.open()
     user = await store.create_user("metrics-test", is_admin=True)
