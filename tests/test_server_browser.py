@@ -4,6 +4,7 @@ its reply in and shows the tool call as a card."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,55 @@ async def test_web_chat_streams_a_reply_with_a_tool_card(chromium: str, dev_serv
             await expect(reply).not_to_be_empty(timeout=15_000)
             await expect(page.locator("#stop")).to_be_disabled(timeout=15_000)
             await expect(page.locator("#thread-list li")).to_have_count(1)
+            # the offline model has no price: the turn's tokens are shown, its cost is unknown
+            await expect(page.locator(".turn-usage")).to_have_text(re.compile(r"^[1-9]\d* tokens · cost unknown$"))
             assert await page.locator("#error").is_hidden()
+        finally:
+            await browser.close()
+
+
+PRICED_PROJECT = {
+    "agents/agents/clerk.py": "from standardagents import define_agent\n"
+                              "clerk = define_agent(name='clerk', side_a={'prompt': 'clerk_prompt'})\n",
+    "agents/prompts/clerk_prompt.py": "from standardagents import define_prompt\n"
+                                      "clerk_prompt = define_prompt(name='clerk_prompt', prompt='Be brief.', model='priced')\n",
+    "agents/models/priced.py": "from standardagents import define_model\n"
+                               "priced = define_model(name='priced', provider='test', model='offline',\n"
+                               "                      prices={'input': 100.0, 'output': 200.0})\n",
+}
+
+
+@pytest.fixture
+def priced_server(tmp_path: Path) -> Iterator[Any]:
+    from server_fixtures import serve_app
+
+    for rel, text in PRICED_PROJECT.items():
+        (tmp_path / "clerk" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "clerk" / rel).write_text(text)
+    yield from serve_app(tmp_path / "clerk", f"sqlite+aiosqlite:///{tmp_path / 'clerk.db'}", dev=True)
+
+
+async def test_web_chat_shows_each_turns_tokens_and_cost(chromium: str, priced_server: Any) -> None:
+    import httpx
+    from playwright.async_api import async_playwright, expect
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+        try:
+            page = await browser.new_page()
+            await page.goto(priced_server.base_url + "/")
+            await page.fill("#input", "hello")
+            await page.click("#send")
+            line = page.locator(".turn-usage")
+            await expect(line).to_have_count(1, timeout=15_000)
+            async with httpx.AsyncClient(base_url=priced_server.base_url) as api:
+                threads = (await api.get("/api/threads")).json()
+                thread_id = (threads["threads"] if isinstance(threads, dict) else threads)[0]["id"]
+                detail = (await api.get(f"/api/threads/{thread_id}/executions")).json()
+            executions = detail["executions"] if isinstance(detail, dict) else detail
+            usage, cost = executions[0]["usage"], executions[0]["cost"]
+            assert cost is not None and cost > 0
+            await expect(line).to_have_text(f"{usage['total_tokens']} tokens · ${cost:.4f}")
         finally:
             await browser.close()
 

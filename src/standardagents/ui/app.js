@@ -92,9 +92,27 @@ function renderMessage(m) {
   }
 }
 
+// What the running turn has spent so far (from its usage events), shown when it ends.
+const turnUsage = { tokens: 0, cost: null, priced: true, seen: false };
+
+function usageLine(tokens, cost) {
+  const el = document.createElement("div");
+  el.className = "turn-usage";
+  const spent = cost === null || cost === undefined ? "cost unknown" : `$${Number(cost).toFixed(4)}`;
+  el.textContent = `${tokens} tokens · ${spent}`;
+  ui.messages.appendChild(el);
+  scroll();
+}
+
 function onEvent(event) {
   const d = event.data || {};
   switch (event.type) {
+    case "usage":
+      turnUsage.seen = true;
+      turnUsage.tokens += (d.usage || {}).total_tokens || 0;
+      if (d.cost === null || d.cost === undefined) turnUsage.priced = false;
+      turnUsage.cost = d.executionCost ?? turnUsage.cost;
+      break;
     case "message_created":
       if (d.message && d.message.role !== "tool" && !(d.message.role === "assistant" && !d.message.content)) renderMessage(d.message);
       break;
@@ -124,6 +142,8 @@ function onEvent(event) {
       break;
     case "done":
       if (d.outcome === "cancelled" || d.stopReason === "cancelled") ui.status.textContent = "stopped";
+      if (turnUsage.seen) usageLine(turnUsage.tokens, turnUsage.priced ? turnUsage.cost : null);
+      Object.assign(turnUsage, { tokens: 0, cost: null, priced: true, seen: false });
       break;
   }
 }
