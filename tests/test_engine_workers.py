@@ -24,6 +24,7 @@ from standardagents.project import build_registry
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import StubReply
 from store_fixtures import Backend, backend  # noqa: F401 - the fixture
+from test_engine_recovery import _write_project
 
 # -- approvals: one decision wins across runtimes ---------------------------------------------
 
@@ -97,30 +98,7 @@ async def test_the_approval_secret_is_out_of_reach_of_tools(stub, make_runtime) 
 
 # -- recovery after a restart with the same host and pid --------------------------------------
 
-PROJECT = {
-    "agents/agents/worker.py": "from standardagents import define_agent\n"
-                               "worker = define_agent(name='worker', side_a={'prompt': 'worker_prompt'})\n",
-    "agents/prompts/worker_prompt.py": "from standardagents import define_prompt\n"
-                                       "worker_prompt = define_prompt(name='worker_prompt', prompt='x', tools=['slow_job'])\n",
-    "agents/tools/slow_job.py": textwrap.dedent('''
-        import asyncio
-        from pathlib import Path
-
-        from standardagents import define_tool
-
-
-        @define_tool
-        async def slow_job(task: str) -> str:
-            """Runs for a long time the first time (the process is killed meanwhile)."""
-            marker = Path(__file__).with_name("started")
-            if marker.exists():
-                return "quick this time"
-            marker.write_text("yes")
-            print("STARTED", flush=True)
-            await asyncio.sleep(3600)
-            return "never"
-    '''),
-}
+# The worker project of the recovery tests: a tool that runs until the process is killed.
 
 # The killed process takes the identity a restarted container's process would have had
 # before: this host and the pid of the process that recovers afterwards.
@@ -141,12 +119,6 @@ SAME_IDENTITY_SCRIPT = textwrap.dedent('''
 
     asyncio.run(main())
 ''')
-
-
-def _write_project(root: Path) -> None:
-    for rel, text in PROJECT.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
 
 
 def _run_and_kill(script: str, args: list[str], expected: set[str]) -> str:
