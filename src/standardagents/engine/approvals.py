@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..definitions import AgentDefinition
     from ..store.base import Store
     from .loop import ExecutionResult
+    from .options import TurnOptions
     from .runtime import Runtime
 
 __all__ = ["TOKEN_MAX_AGE", "ApprovalError", "approval_request", "make_token", "read_token", "signing_secret"]
@@ -145,8 +146,11 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
     return rt._track(rt._execute(thread, agent, None, record.side, resume=record), thread.id)
 
 
-async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
-    """Continue a paused execution (lock held): the same record, its counters restored."""
+async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord,
+                 options: TurnOptions | None = None) -> ExecutionResult:
+    """Continue a paused execution (lock held): the same record, its counters restored, with
+    the continuation's own ``options`` when given (client tools answered and offered again)."""
+    from .client_tools import ClientTools
     from .compaction import place_summaries
     from .loop import Execution, ExecutionResult
     from .state import ExecutionState, ThreadState
@@ -167,8 +171,15 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     ex.session_turns = int(saved.get("sessionTurns", 0))
     state = ThreadState(rt, thread, agent, thread.package, ex)
     execution = Execution(rt, state, agent, record)
-    execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {})}
-    record.state = {k: v for k, v in saved.items() if k not in ("pending", "decisions")}
+    if "clientCalls" in saved:
+        execution.resume = {"clientCalls": saved["clientCalls"], "results": saved.get("results", {})}
+    else:
+        execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {})}
+    execution.client_tools = ClientTools.from_state(saved.get("clientTools"))
+    if options is not None:
+        options.apply(execution)
+    record.state = {k: v for k, v in saved.items()
+                    if k not in ("pending", "decisions", "clientCalls", "results", "waitingFor")}
     task = asyncio.current_task()
     assert task is not None
     rt._running[thread.id] = task

@@ -37,10 +37,12 @@ from ..toolcalls import (
     LOAD_TOOLS_NAME,
     FenceSplitter,
     is_grammar_error,
+    prepare_tools,
     recover_tool_calls,
     strip_thinking,
 )
 from .approvals import approval_request, make_token, signing_secret
+from .client_tools import WAITING_FOR, ClientTools, index_calls
 from .compaction import compact_if_needed, over_threshold
 from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
@@ -159,6 +161,10 @@ class Execution:
         self.cost: float | None = None
         self._used_model: ModelDefinition | None = None
         self._step = StepProbe()
+        #: tools the caller runs itself (their calls pause the turn for the results)
+        self.client_tools: ClientTools | None = None
+        #: the caller's tool_choice still applies (to the first model request it makes)
+        self._client_choice_pending = True
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -180,7 +186,7 @@ class Execution:
                 error = self.error
         except _Paused as pause:
             stop_reason = "interrupted"
-            ex.outcome = "approval_required"
+            ex.outcome = pause.outcome
             paused = pause.requests
         except asyncio.CancelledError:
             stop_reason = "cancelled"
@@ -207,6 +213,13 @@ class Execution:
             ex.outcome = "error"
             await self._record_error(error, "internal_error")
         ex.stopped = True
+        if paused is not None and ex.outcome == "client_tool_calls":
+            result = ExecutionResult(self.thread_id, self.record.id, "interrupted", "client_tool_calls", self.last_text,
+                                     None, None, None, {"toolCalls": paused}, self.created, self.usage, self.cost)
+            self.bus.emit("done", self.thread_id, {"stopReason": "interrupted", "executionId": self.record.id,
+                                                   "outcome": "client_tool_calls", "error": None, "stoppedBy": None,
+                                                   "toolCalls": paused, "text": self.last_text})
+            return result
         if paused is not None:
             result = ExecutionResult(self.thread_id, self.record.id, "interrupted", "approval_required", self.last_text,
                                      None, None, None, {"approvals": paused}, self.created, self.usage, self.cost)
@@ -253,9 +266,12 @@ class Execution:
 
     def _durable_state(self) -> dict[str, Any]:
         ex = self.ex
-        return {"side": ex.side, "sideSteps": dict(ex.side_steps), "sessionTurns": ex.session_turns,
-                "outcome": ex.outcome, "status": ex.status, "value": to_jsonable(self.value), "payload": self.payload,
-                "usage": self.usage, "cost": self.cost}
+        state = {"side": ex.side, "sideSteps": dict(ex.side_steps), "sessionTurns": ex.session_turns,
+                 "outcome": ex.outcome, "status": ex.status, "value": to_jsonable(self.value), "payload": self.payload,
+                 "usage": self.usage, "cost": self.cost}
+        if self.client_tools is not None:
+            state["clientTools"] = self.client_tools.to_state()
+        return state
 
     async def _record_error(self, message: str, code: str) -> None:
         self.bus.emit("error", self.thread_id, {"message": message, "code": code})
@@ -458,10 +474,29 @@ class Execution:
         self._final_saved = True
         raise _Paused(requests)
 
+    async def _pause_for_client(self, reply: Message, calls: list[ToolCall]) -> None:
+        """Store the execution as waiting for the client's results of ``calls`` (durably, like
+        an approval wait), then end this run of the loop."""
+        self.ex.used_tools.extend(c.name for c in calls)
+        pending = [{"id": c.id, "name": c.name, "arguments": c.arguments or "{}"} for c in calls]
+        record = self.record
+        record.status = "waiting"
+        record.step_count = self.ex.step_count
+        record.updated_at = now_ms()
+        record.state = {**self._durable_state(), "waitingFor": WAITING_FOR,
+                        "clientCalls": [{**p, "messageId": reply.id} for p in pending], **observe.carried_context()}
+        await self.rt.store.save_execution(record)
+        await index_calls(self.rt, record, [c.id for c in calls])
+        self._final_saved = True
+        raise _Paused(pending, "client_tool_calls")
+
     async def _resume_approvals(self) -> None:
         """Run the approved calls, store denials as results, then the turn goes on."""
         resume = self.resume or {}
         setup = await self.rt.side_setup(self.agent, self.ex.side, self.state.namespace)
+        if "clientCalls" in resume:
+            await self._store_client_results(resume, setup)
+            return
         decisions: dict[str, Any] = resume.get("decisions", {})
         outcomes: list[ToolOutcome] = []
         approved = []
@@ -486,6 +521,17 @@ class Execution:
         if cfg is not None and self._check_stops(side, cfg, setup, ran):
             self.ex.stopped = True
             return
+        self._keep_side_steps = True
+
+    async def _store_client_results(self, resume: dict[str, Any], setup: SideSetup) -> None:
+        """The client's results of the paused calls become their tool results; the turn goes on."""
+        results: dict[str, Any] = resume.get("results", {})
+        outcomes = []
+        for item in resume["clientCalls"]:
+            call = ToolCall(item["id"], item["name"], item.get("arguments") or "{}")
+            text = results.get(call.id)
+            outcomes.append(ToolOutcome(call, ToolResult("success", result=text if isinstance(text, str) else ""), None))
+        await self.rt.store_tool_outcomes(self.state, outcomes, self.ex.side if self.dual else None, setup.hooks)
         self._keep_side_steps = True
 
     def _charge_budget(self, outcomes: list[ToolOutcome], setup: SideSetup) -> None:
@@ -644,8 +690,19 @@ class Execution:
             names = [LOAD_TOOLS_NAME, *self.ex.loaded_tools]
             tools = setup.tools_at(None, names)
             meta["toolNames"] = names
+        client = self.client_tools
+        tool_choice: str | dict[str, Any] | None = setup.prompt.tool_choice if setup.toolbox.offered else None
+        parallel = setup.prompt.parallel_tool_calls
+        if client is not None:
+            tools = [*tools, *client.schemas]
+            if client.tool_choice is not None and self._client_choice_pending:
+                tool_choice = client.tool_choice
+            if client.parallel_tool_calls is not None:
+                parallel = client.parallel_tool_calls
+            self._client_choice_pending = False
         request = ModelRequest(model=model.model, messages=messages, tools=tools,
-                               tool_choice=setup.prompt.tool_choice if setup.toolbox.offered else None,
+                               tool_choice=tool_choice,
+                               parallel_tool_calls=None if parallel else False,
                                max_tokens=setup.prompt.max_tokens or model.max_tokens,
                                temperature=setup.prompt.temperature if setup.prompt.temperature is not None else model.temperature,
                                top_p=model.top_p, extra_body=model.extra_body, timeout=model.timeout,
@@ -708,6 +765,9 @@ class Execution:
         while True:
             level = latches.level_for(endpoint, model.model) if offered else None
             request.tools = setup.tools_at(level, request.metadata.get("toolNames")) if offered else offered
+            if offered and self.client_tools is not None and self.client_tools.schemas and level != "no_tools":
+                theirs = self.client_tools.schemas
+                request.tools = [*request.tools, *(theirs if level is None else prepare_tools(theirs, level))]
             if level == "no_tools":
                 request.tool_choice = None
             if out is not None:
@@ -845,6 +905,13 @@ class Execution:
     # tools ---------------------------------------------------------------------------------
     async def _run_tools(self, side: Literal["a", "b"], reply: Message, setup: SideSetup) -> list[ToolOutcome]:
         calls = reply.tool_calls or []
+        client = self.client_tools
+        if client is not None and (theirs := [c for c in calls if c.name in client.names]):
+            # the agent's own calls of the same reply run here first; the client runs its own
+            ours = [c for c in calls if c not in theirs]
+            if ours:
+                await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=ours), setup)
+            await self._pause_for_client(reply, theirs)
         self.ex.used_tools.extend(c.name for c in calls)
         state = self.state
         hooks = setup.hooks
@@ -868,11 +935,13 @@ class Execution:
 
 
 class _Paused(Exception):
-    """Internal: the turn waits for approvals; ``requests`` describe the pending calls."""
+    """Internal: the turn waits for approvals or for client tool results (``outcome``);
+    ``requests`` describe the pending calls."""
 
-    def __init__(self, requests: list[dict[str, Any]]) -> None:
-        super().__init__("waiting for approval")
+    def __init__(self, requests: list[dict[str, Any]], outcome: str = "approval_required") -> None:
+        super().__init__("waiting for approval" if outcome == "approval_required" else "waiting for tool results")
         self.requests = requests
+        self.outcome = outcome
 
 
 def _session_payload(binding: Any, args: dict[str, Any]) -> dict[str, Any]:

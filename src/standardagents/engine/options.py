@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..definitions.limits import UsageLimits, usage_limits
 from ..exceptions import StandardAgentsError
+from .client_tools import ClientTools
 from .output import OutputSpec, output_spec
 
 if TYPE_CHECKING:
@@ -21,23 +22,26 @@ __all__ = ["TurnOptions"]
 
 @dataclass(frozen=True)
 class TurnOptions:
-    """A call's own output type, retry budget and usage limits."""
+    """A call's own output type, retry budget, usage limits, sampling and client tools."""
 
     output: OutputSpec | None = None
     output_retries: int | None = None
     usage_limits: UsageLimits | None = None
     sampling: dict[str, Any] | None = None
+    client_tools: ClientTools | None = None
 
     @classmethod
     def build(cls, *, output_type: Any = None, output_retries: int | None = None,
               usage_limits: UsageLimits | dict[str, Any] | None = None,
-              sampling: dict[str, Any] | None = None) -> TurnOptions | None:
+              sampling: dict[str, Any] | None = None,
+              client_tools: ClientTools | None = None) -> TurnOptions | None:
         if output_retries is not None and (not isinstance(output_retries, int) or output_retries < 0):
             raise StandardAgentsError(f"output_retries must be a whole number of at least 0, not {output_retries!r}")
-        if output_type is None and output_retries is None and usage_limits is None and not sampling:
+        if output_type is None and output_retries is None and usage_limits is None and not sampling \
+                and client_tools is None:
             return None
         return cls(output_spec(output_type) if output_type is not None else None, output_retries,
-                   _limits(usage_limits), _sampling(sampling))
+                   _limits(usage_limits), _sampling(sampling), client_tools)
 
     def apply(self, execution: Execution) -> None:
         execution.output_override = self.output
@@ -45,6 +49,8 @@ class TurnOptions:
         execution.usage_limits = self.usage_limits
         if self.sampling:
             execution.sampling = dict(self.sampling)
+        if self.client_tools is not None:
+            execution.client_tools = self.client_tools
 
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "stop", "seed")

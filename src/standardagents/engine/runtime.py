@@ -38,6 +38,8 @@ from ..toolcalls import CapabilityLatches, prepare_tools
 from ..toolsets import PluginRegistry, merge_toolsets, plugins, resolve_tool_name
 from . import approvals, recovery
 from . import busy as busy_policy
+from . import client_tools as client_tools_mod
+from .client_tools import ClientTools
 from .compaction import place_summaries
 from .context import LLMCache, clip, prompt_is_static, render_prompt
 from .hooks import HookSet
@@ -777,18 +779,23 @@ class Runtime:
                     output_retries: int | None = None,
                     usage_limits: UsageLimits | dict[str, Any] | None = None,
                     busy: BusyPolicy | None = None,
-                    sampling: dict[str, Any] | None = None) -> asyncio.Task[ExecutionResult]:
+                    sampling: dict[str, Any] | None = None,
+                    client_tools: ClientTools | None = None) -> asyncio.Task[ExecutionResult]:
         """Start (or queue behind the running one) an execution; returns its task.
 
         ``execution_id`` lets a caller know the id before the execution starts (it is the
         ``executionId`` of its events). ``busy`` says what the message does when the thread
         runs a turn (the agent's ``busy`` when not given; see :mod:`.busy`): a refused one
         raises ``ThreadBusyError``. ``sampling`` (``temperature``, ``top_p``, ``max_tokens``,
-        ``stop``, ``seed``) overrides the model's settings for this turn."""
+        ``stop``, ``seed``) overrides the model's settings for this turn. ``client_tools`` are
+        tools the caller runs itself: a call of one pauses the turn until
+        :meth:`submit_tool_results` (see :mod:`.client_tools`)."""
         options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
-                                    sampling=sampling)
+                                    sampling=sampling, client_tools=client_tools)
         thread = await self.get_thread(thread_id)
         agent = await self.agent(thread.agent, thread.package)
+        if client_tools is not None:
+            await self.check_client_tools(agent, thread.package, client_tools)
         message = None
         if content is not None or parts or attachments:
             message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
@@ -883,7 +890,7 @@ class Runtime:
                               options: TurnOptions | None = None) -> ExecutionResult:
         if resume is not None:
             try:
-                return await self._resume(thread, agent, resume)
+                return await approvals.resume(self, thread, agent, resume, options)
             except Exception as exc:
                 return await self._failed_before_run(thread, resume, message, queued, exc)
         record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": self.owner})
@@ -901,6 +908,14 @@ class Runtime:
         self._beat()
         try:
             ex.message_history = place_summaries(await self.store.list_messages(thread.id))
+            if message is not None and ex.message_history and ex.message_history[-1].role == "tool":
+                # a turn left waiting for client tool results, answered through the history
+                # with a new message: the conversation moved on, the wait lapses
+                for waiting in await self.store.list_executions(thread_id=thread.id, status="waiting"):
+                    if waiting.state.get("waitingFor") == client_tools_mod.WAITING_FOR:
+                        waiting.status = waiting.stop_reason = "cancelled"
+                        waiting.updated_at = now_ms()
+                        await self.store.save_execution(waiting)
             if _has_unanswered_calls(ex.message_history):
                 for waiting in await self.store.list_executions(thread_id=thread.id, status="waiting"):
                     # a new message moves the conversation on: pending approvals lapse
@@ -1020,6 +1035,34 @@ class Runtime:
 
     async def _resume(self, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
         return await approvals.resume(self, thread, agent, record)
+
+    # client tools (engine/client_tools.py) ---------------------------------------------------
+    async def check_client_tools(self, agent: AgentDefinition, namespace: str | None, client: ClientTools) -> None:
+        """Refuse client tools named like one of the agent's own tools (``ClientToolError``)."""
+        names: set[str] = set()
+        for side in ("a", "b"):
+            if agent.side(side) is not None:
+                names |= set((await self.side_setup(agent, side, namespace)).toolbox.tools)
+        client_tools_mod.check_against(client, names)
+
+    async def waiting_for_tool_results(self, call_ids: list[str], thread_id: str | None = None) -> ExecutionRecord | None:
+        """The execution waiting for the client's results of ``call_ids`` (on ``thread_id``
+        when given, else found by the calls' ids), or None."""
+        return await client_tools_mod.find_waiting(self, call_ids, thread_id)
+
+    async def submit_tool_results(self, execution_id: str, results: dict[str, str], *, output_type: Any = None,
+                                  sampling: dict[str, Any] | None = None,
+                                  client_tools: ClientTools | None = None) -> asyncio.Task[ExecutionResult]:
+        """Answer the client tool calls a waiting execution paused for; the same execution
+        continues (its task is returned). ``ClientToolError`` when it does not wait for them."""
+        options = TurnOptions.build(output_type=output_type, sampling=sampling, client_tools=client_tools)
+        if client_tools is not None:
+            record = await self.store.get_execution(execution_id)
+            if record is not None:
+                thread = await self.get_thread(record.thread_id)
+                await self.check_client_tools(await self.agent(thread.agent, thread.package), thread.package,
+                                              client_tools)
+        return await client_tools_mod.submit_results(self, execution_id, results, options)
 
     async def stop(self, thread_id: str, *, timeout: float = 10.0,  # noqa: ASYNC109 - a bounded wait
                    rollback: bool = False) -> bool:

@@ -369,6 +369,8 @@ class AnthropicProvider(ModelProvider):
         if request.tools:
             params["tools"] = to_anthropic_tools(request.tools)
             choice = to_anthropic_tool_choice(request.tool_choice)
+            if request.parallel_tool_calls is False and (choice is None or choice["type"] != "none"):
+                choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
             if choice is not None:
                 params["tool_choice"] = choice
         if request.stop:

@@ -50,6 +50,8 @@ class ModelRequest:
     timeout: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     response_format: dict[str, Any] | None = None
+    #: False: at most one tool call per reply (None: the endpoint's default, parallel allowed)
+    parallel_tool_calls: bool | None = None
 
 
 @dataclass(slots=True)

@@ -241,6 +241,8 @@ class OpenAIProvider(ModelProvider):
             body["tools"] = request.tools
         if request.tool_choice is not None:
             body["tool_choice"] = request.tool_choice
+        if request.tools and request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
         if request.max_tokens is not None:
             body["max_tokens"] = request.max_tokens
         if request.temperature is not None:

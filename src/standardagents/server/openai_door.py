@@ -9,6 +9,12 @@ The agent answers the last message, a user one. The thread's id comes back in th
 the turn (a final usage chunk with ``stream_options.include_usage``). The agent runs its own tools: the client sees
 the final text (streamed as chat-completion chunks with ``stream: true``).
 
+The request's ``tools`` are client tools (see engine/client_tools): offered to the agent's
+model beside its own, and a call of one ends the response with ``finish_reason:
+"tool_calls"`` while the turn waits durably. A request whose messages end with the ``tool``
+results of those calls continues that same turn (found on the named thread, else by the
+calls' ids); ``tool_choice`` applies to the first model request of the turn or continuation.
+
 Only the agents ``/v1/models`` lists (the primary ones) answer here, and errors come in
 OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``) so its clients raise
 their usual exceptions.
@@ -26,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from ..engine.client_tools import ClientToolError, ClientTools, client_tools
 from ..engine.output import output_spec, to_jsonable
 from ..exceptions import StandardAgentsError, UnstorableValueError
 from ..records import Message, new_id
@@ -68,6 +75,8 @@ def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callabl
                 return await handler(request)
             except UnstorableValueError as exc:
                 raise ApiError(400, str(exc)) from exc
+            except ClientToolError as exc:
+                raise DoorError(400, str(exc), "invalid_tools", param="tools") from exc
         except ApiError as exc:
             return JSONResponse(_error_object(exc), status_code=exc.status_code, headers=exc.headers)
 
@@ -103,6 +112,14 @@ async def _primary(request: Request, model: str) -> bool:
     return bool((await registry.aget("agents", model)).primary)
 
 
+async def _check_client_tools(request: Request, model: str, client: ClientTools) -> None:
+    """400 before anything is stored when a client tool clashes with one of the agent's."""
+    rt = server_of(request).runtime
+    entry = rt.registry.find("agents", model)
+    if entry is not None:
+        await rt.check_client_tools(await rt.registry.aget("agents", entry.name, entry.package), entry.package, client)
+
+
 async def list_models(request: Request) -> Response:
     await authenticate(request)
     rt = server_of(request).runtime
@@ -125,6 +142,8 @@ def _chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish: st
 
 
 def _finish(stop_reason: str | None, outcome: str | None) -> str:
+    if outcome == "client_tool_calls":
+        return "tool_calls"
     if outcome in ("max_steps", "max_tokens", "length") or stop_reason in ("max_steps", "max_tokens", "length"):
         return "length"
     return "stop"
@@ -222,11 +241,36 @@ def _usage(raw: dict[str, int] | None) -> dict[str, Any]:
     return out
 
 
-def _request_messages(messages: list[Any]) -> tuple[list[Message], str]:
-    """The messages before the last (as messages to store) and the last one's text."""
+def client_tools_of(body: dict[str, Any]) -> ClientTools | None:
+    """The request's ``tools``, ``tool_choice`` and ``parallel_tool_calls`` as the turn's
+    client tools (None when it sends none of them)."""
+    if body.get("tools") is None and body.get("tool_choice") is None and body.get("parallel_tool_calls") is None:
+        return None
+    return client_tools(body.get("tools"), body.get("tool_choice"), body.get("parallel_tool_calls"))
+
+
+def tool_results(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """The trailing ``tool`` messages of a request: call id -> result text."""
+    out: dict[str, str] = {}
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ApiError(400, "a tool message needs its tool_call_id")
+        out[call_id] = _text_of(message.get("content")) or ""
+    return dict(reversed(out.items()))
+
+
+def _request_messages(messages: list[Any]) -> tuple[list[Message], str | None]:
+    """The messages before the last (as messages to store) and the last one's text; a
+    conversation ending with tool results is all history (the agent answers them)."""
     last = messages[-1]
+    if last.get("role") == "tool":
+        return [to_message("", m, i) for i, m in enumerate(messages)], None
     if last.get("role") != "user":
-        raise ApiError(422, "field 'messages' must end with a user message: the agent answers the last message")
+        raise ApiError(422, "field 'messages' must end with a user message or tool results: the agent answers "
+                            "the last message")
     user_text = _text_of(last.get("content"))
     if user_text is None:
         raise ApiError(422, "field 'messages' needs a user message with text content")
@@ -261,6 +305,7 @@ async def chat_completions(request: Request) -> Response:
         raise ApiError(422, "field 'messages' must be a non-empty list")
     _check_messages(messages)
     sampling = _sampling(body)
+    client = client_tools_of(body)
     earlier, user_text = _request_messages(messages)
     output_type = _response_format(body.get("response_format"))
     thread_id = body.get("thread") or request.headers.get("x-thread-id")
@@ -273,7 +318,16 @@ async def chat_completions(request: Request) -> Response:
     if not await _primary(request, model):
         raise ApiError(404, f"unknown model {model!r}: the model is an agent name (see GET /v1/models)",
                        code="model_not_found")
-    if thread_id:
+    if client is not None:
+        await _check_client_tools(request, model, client)
+    results = tool_results(messages) if user_text is None else {}
+    waiting = await rt.waiting_for_tool_results(list(results), thread_id) if results else None
+    if waiting is not None:
+        # the results the paused turn waits for: the same turn goes on
+        thread = await require_thread(request, waiting.thread_id, caller)
+        if rt.registry.find("agents", thread.agent, thread.package) is not rt.registry.find("agents", model):
+            raise ApiError(422, f"the turn waiting for these tool results belongs to another agent than {model!r}")
+    elif thread_id:
         thread = await require_thread(request, thread_id, caller)
         owner = rt.registry.find("agents", thread.agent, thread.package)
         if owner is None or rt.registry.find("agents", model) is not owner:
@@ -291,10 +345,14 @@ async def chat_completions(request: Request) -> Response:
     created = int(time.time())
     headers = {"X-Thread-Id": thread.id}
     sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer) if body.get("stream") else None
-    execution_id = new_id("exe_")
+    execution_id = waiting.id if waiting is not None else new_id("exe_")
     try:
-        task = await rt.start(thread.id, user_text, execution_id=execution_id, output_type=output_type,
-                              sampling=sampling or None)
+        if waiting is not None:
+            task = await rt.submit_tool_results(waiting.id, results, output_type=output_type, sampling=sampling or None,
+                                                client_tools=client)
+        else:
+            task = await rt.start(thread.id, user_text, execution_id=execution_id, output_type=output_type,
+                                  sampling=sampling or None, client_tools=client)
     except BaseException:
         if sub is not None:
             sub.close()
@@ -311,11 +369,17 @@ async def chat_completions(request: Request) -> Response:
         if failure is not None:
             raise failure
         # a typed answer is its JSON (whatever way the agent's model produced it)
-        content = json.dumps(to_jsonable(result.value)) if output_type is not None and result.value is not None \
-            else result.text or ""
+        content: str | None = json.dumps(to_jsonable(result.value)) \
+            if output_type is not None and result.value is not None else result.text or ""
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if result.outcome == "client_tool_calls":
+            calls = (result.payload or {}).get("toolCalls", [])
+            message = {"role": "assistant", "content": result.text or None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls]}
         return JSONResponse({
             "id": cid, "object": "chat.completion", "created": created, "model": model, "thread": thread.id,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+            "choices": [{"index": 0, "message": message,
                          "finish_reason": _finish(result.stop_reason, result.outcome)}],
             "usage": _usage(result.usage),
         }, headers=headers)
@@ -358,6 +422,12 @@ async def chat_completions(request: Request) -> Response:
                     yield _frame(_error_object(failure))
                     return
                 finish = _finish(data.get("stopReason"), data.get("outcome"))
+                for i, call in enumerate(data.get("toolCalls") or () if finish == "tool_calls" else ()):
+                    yield _chunk(cid, model, created, {"tool_calls": [{
+                        "index": i, "id": call["id"], "type": "function",
+                        "function": {"name": call["name"], "arguments": ""}}]}, None, thread.id)
+                    yield _chunk(cid, model, created, {"tool_calls": [{
+                        "index": i, "function": {"arguments": call["arguments"]}}]}, None, thread.id)
         yield _chunk(cid, model, created, {}, finish, thread.id)
         if include_usage:
             result = await task

@@ -1,0 +1,173 @@
+"""Client tools through the OpenAI door, with the official ``openai`` SDK: tools the request
+declares are offered to the agent's model beside its own; a call of one ends the response
+with ``tool_calls`` while the turn waits durably (across a restart); the client's results
+continue the same turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from server_fixtures import LiveServer, serve_app, write_project
+from standardagents.testing import OpenAIStub, StubReply
+
+WEATHER: Any = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+_ASK: Any = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+@pytest.fixture
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as s:
+        yield s
+
+
+def _project(tmp_path: Path, stub: OpenAIStub) -> Path:
+    return write_project(tmp_path / "project", {"agents/models/default.py": f"""
+        from standardagents import define_model
+        default = define_model(name="default", provider="openai", model="stub-model",
+                               base_url="{stub.base_url}", max_retries=0)
+    """})
+
+
+@pytest.fixture
+def door(stub: OpenAIStub, tmp_path: Path) -> Iterator[LiveServer]:
+    yield from serve_app(_project(tmp_path, stub), f"sqlite+aiosqlite:///{tmp_path / 'door.db'}")
+
+
+def _sync(server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=server.token, max_retries=0)
+
+
+def _async(server: LiveServer) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{server.base_url}/v1", api_key=server.token, max_retries=0)
+
+
+def _api(server: LiveServer, path: str) -> Any:
+    with httpx.Client(base_url=server.base_url, headers=server.headers) as c:
+        return c.get(path).json()
+
+
+def _offered(request: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools", [])]
+
+
+def _answer(call: Any, result: str) -> list[Any]:
+    """The conversation a client sends back: the question, the call, its result."""
+    return [*_ASK, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call.id, "type": "function", "function": {"name": call.function.name,
+                                                         "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id, "content": result}]
+
+
+def test_a_client_tool_call_ends_the_response_and_its_result_continues_the_same_turn(
+        door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]), "Sunny in Paris.")
+    with _sync(door) as client:
+        first = client.chat.completions.with_raw_response.create(model="helper", messages=_ASK, tools=[WEATHER])
+        reply = first.parse()
+        assert reply.choices[0].finish_reason == "tool_calls"
+        (call,) = reply.choices[0].message.tool_calls or []
+        assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
+        assert _offered(stub.requests[0]) == ["add", "get_weather"]
+        # no thread named: the pending call's id finds the turn
+        second = client.chat.completions.with_raw_response.create(model="helper", messages=_answer(call, "sunny"),
+                                                                  tools=[WEATHER])
+    assert second.parse().choices[0].message.content == "Sunny in Paris."
+    assert second.parse().choices[0].finish_reason == "stop"
+    thread_id = first.headers["x-thread-id"]
+    assert second.headers["x-thread-id"] == thread_id
+    assert stub.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": call.id, "content": "sunny"}
+    executions = _api(door, f"/api/threads/{thread_id}/executions")["executions"]
+    assert [(e["status"], e["stopReason"]) for e in executions] == [("complete", "complete")]
+    roles = [m["role"] for m in _api(door, f"/api/threads/{thread_id}/messages")["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_streamed_tool_calls_come_as_deltas_and_the_resumed_turn_streams(door: LiveServer,
+                                                                               stub: OpenAIStub) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]), StubReply(text="Sunny in Paris."))
+    async with _async(door) as client:
+        stream = await client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER], stream=True)
+        chunks = [c async for c in stream]
+        deltas = [d for c in chunks for d in c.choices[0].delta.tool_calls or []]
+        assert deltas[0].index == 0 and deltas[0].id and deltas[0].type == "function"
+        assert deltas[0].function is not None and deltas[0].function.name == "get_weather"
+        assert "".join(d.function.arguments or "" for d in deltas if d.function) == '{"city":"Paris"}'
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+        call = type("Call", (), {"id": deltas[0].id, "function": type("F", (), {
+            "name": "get_weather", "arguments": '{"city":"Paris"}'})})
+        again = await client.chat.completions.create(model="helper", messages=_answer(call, "sunny"),
+                                                     tools=[WEATHER], stream=True)
+        text = "".join([c.choices[0].delta.content or "" async for c in again if c.choices])
+    assert text == "Sunny in Paris."
+
+
+def test_the_agents_own_calls_in_the_same_reply_run_on_the_server(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue(StubReply(tool_calls=[("add", '{"a":2,"b":3}'), ("get_weather", '{"city":"Oslo"}')]), "Done.")
+    with _sync(door) as client:
+        reply = client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER])
+        (call,) = reply.choices[0].message.tool_calls or []
+        assert call.function.name == "get_weather"
+        done = client.chat.completions.create(model="helper", messages=_answer(call, "cold"), tools=[WEATHER])
+    assert done.choices[0].message.content == "Done."
+    tools = {m["tool_call_id"]: m["content"] for m in stub.requests[1]["messages"] if m["role"] == "tool"}
+    assert tools[call.id] == "cold" and "5" in [v for k, v in tools.items() if k != call.id][0]
+
+
+@pytest.mark.parametrize("choice", ["required", "none", {"type": "function", "function": {"name": "get_weather"}}])
+async def test_tool_choice_reaches_the_first_model_request(door: LiveServer, stub: OpenAIStub, choice: Any) -> None:
+    stub.queue("ok")
+    async with _async(door) as client:
+        await client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER], tool_choice=choice,
+                                             parallel_tool_calls=False)
+    assert stub.requests[0]["tool_choice"] == choice
+    assert stub.requests[0]["parallel_tool_calls"] is False
+
+
+def test_a_client_tool_named_like_an_agent_tool_is_a_400(door: LiveServer, stub: OpenAIStub) -> None:
+    clash: Any = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+    with _sync(door) as client, pytest.raises(openai.BadRequestError, match="add") as caught:
+        client.chat.completions.create(model="helper", messages=_ASK, tools=[clash])
+    assert caught.value.param == "tools"
+    assert stub.requests == []
+    assert _api(door, "/api/threads")["threads"] == []
+
+
+def test_results_missing_a_pending_call_are_a_400(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"A"}'), ("get_weather", '{"city":"B"}')]))
+    with _sync(door) as client:
+        first, _second = client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER]) \
+            .choices[0].message.tool_calls or []
+        with pytest.raises(openai.BadRequestError, match="missing"):
+            client.chat.completions.create(model="helper", messages=_answer(first, "warm"), tools=[WEATHER])
+
+
+def test_the_wait_survives_a_restart(stub: OpenAIStub, tmp_path: Path) -> None:
+    project = _project(tmp_path, stub)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'door.db'}"
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]), "Sunny after a restart.")
+    before = serve_app(project, url)
+    server = next(before)
+    with _sync(server) as client:
+        call = (client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER])
+                .choices[0].message.tool_calls or [])[0]
+    token = server.token
+    before.close()
+    after = serve_app(project, url)
+    restarted = next(after)
+    try:
+        # the first server's token: the caller is the same user, its thread still its own
+        same_user = LiveServer(restarted.base_url, token, server.user_id)
+        with _sync(same_user) as client:
+            reply = client.chat.completions.create(model="helper", messages=_answer(call, "sunny"), tools=[WEATHER])
+        assert reply.choices[0].message.content == "Sunny after a restart."
+    finally:
+        after.close()
