@@ -119,7 +119,7 @@ def test_the_agents_own_calls_in_the_same_reply_run_on_the_server(door: LiveServ
         done = client.chat.completions.create(model="helper", messages=_answer(call, "cold"), tools=[WEATHER])
     assert done.choices[0].message.content == "Done."
     tools = {m["tool_call_id"]: m["content"] for m in stub.requests[1]["messages"] if m["role"] == "tool"}
-    assert tools[call.id] == "cold" and "5" in [v for k, v in tools.items() if k != call.id][0]
+    assert tools == {call.id: "cold", next(k for k in tools if k != call.id): "5"}
 
 
 @pytest.mark.parametrize("choice", ["required", "none", {"type": "function", "function": {"name": "get_weather"}}])
