@@ -153,6 +153,8 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     from .client_tools import ClientTools
     from .compaction import place_summaries
     from .loop import Execution, ExecutionResult
+    from .options import STATE_KEY as OPTIONS_KEY
+    from .options import TurnOptions
     from .state import ExecutionState, ThreadState
 
     # Read the record again under the claim: only the decision that set this mark resumes,
@@ -176,8 +178,16 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     else:
         execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {})}
     execution.client_tools = ClientTools.from_state(saved.get("clientTools"))
-    if options is not None:
-        options.apply(execution)
+    # the call's own output type and limits as the record kept them (what the continuation
+    # sets itself overrides them), and what the turn spent before it paused
+    kept = TurnOptions.from_state(saved.get(OPTIONS_KEY))
+    merged = options.over(kept) if options is not None else kept
+    if merged is not None:
+        merged.apply(execution)
+    if isinstance(saved.get("usage"), dict):
+        execution.usage = {k: v for k, v in saved["usage"].items() if isinstance(v, int)}
+    if isinstance(saved.get("cost"), int | float):
+        execution.cost = float(saved["cost"])
     record.state = {k: v for k, v in saved.items()
                     if k not in ("pending", "decisions", "clientCalls", "results", "waitingFor")}
     task = asyncio.current_task()

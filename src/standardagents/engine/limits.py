@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..definitions.limits import UsageLimits
 from ..toolcalls import estimate_tokens
+from .output import OUTPUT_TOOL_NAME
 
 if TYPE_CHECKING:
     from ..providers.base import ModelRequest
@@ -58,7 +59,9 @@ class LimitTripped(Exception):
 class UsageMeter:
     """One turn's requests, tokens, tool calls and cost, against its limits."""
 
-    def __init__(self, limits: UsageLimits, history: list[Message]) -> None:
+    def __init__(self, limits: UsageLimits, history: list[Message], execution_id: str | None = None) -> None:
+        """``execution_id``: a turn that goes on (resumed after an approval or a crash); what its
+        earlier steps in ``history`` spent counts toward the turn's limits again."""
         self.limits = limits
         self.requests = 0
         self.input_tokens = 0
@@ -76,8 +79,18 @@ class UsageMeter:
         # what earlier turns of the thread spent (the messages present when this turn began)
         self.prior_input = self.prior_output = 0
         self.prior_cost = 0.0
-        if limits.any_thread_limit():
+        if execution_id is not None or limits.any_thread_limit():
             for m in history:
+                if execution_id is not None and m.metadata.get("executionId") == execution_id \
+                        and m.role == "assistant" and "step" in m.metadata:
+                    self.requests += 1
+                    self.tool_calls += sum(1 for c in m.tool_calls or () if c.name != OUTPUT_TOOL_NAME)
+                    if m.usage is not None:
+                        self.input_tokens += m.usage.prompt_tokens
+                        self.output_tokens += m.usage.completion_tokens
+                    if m.cost is not None:
+                        self.cost += m.cost
+                    continue
                 if m.usage is not None:
                     self.prior_input += m.usage.prompt_tokens
                     self.prior_output += m.usage.completion_tokens

@@ -48,6 +48,8 @@ from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .limits import LimitTripped, UsageMeter
 from .ondemand import CARRIED_KEY, save_carried
+from .options import STATE_KEY as OPTIONS_KEY
+from .options import TurnOptions
 from .output import (
     OUTPUT_TOOL_NAME,
     UNCHANGED,
@@ -157,6 +159,8 @@ class Execution:
         #: a call's own sampling settings (ModelRequest fields; ``extra_body`` merged into the model's)
         self.sampling: dict[str, Any] = {}
         self._meter: UsageMeter | None = None
+        #: the call's own options, kept with the record so a resumed turn has them again
+        self.options: TurnOptions | None = None
         #: USD spent so far (None until a call with a known price)
         self.cost: float | None = None
         self._used_model: ModelDefinition | None = None
@@ -271,6 +275,8 @@ class Execution:
                  "usage": self.usage, "cost": self.cost}
         if self.client_tools is not None:
             state["clientTools"] = self.client_tools.to_state()
+        if self.options is not None and self.options.state:
+            state[OPTIONS_KEY] = self.options.state
         return state
 
     async def _record_error(self, message: str, code: str) -> None:
@@ -317,7 +323,8 @@ class Execution:
         max_turns = agent.max_session_turns
         limits = agent.usage_limits.merged(self.usage_limits) if agent.usage_limits else self.usage_limits
         if limits is not None and self._meter is None:
-            self._meter = UsageMeter(limits, ex.message_history)
+            # a turn that goes on (after an approval, a crash) counts what it spent before
+            self._meter = UsageMeter(limits, ex.message_history, None if self.user_message is not None else self.record.id)
         while True:
             side_cfg = agent.side(ex.side)
             if side_cfg is None:

@@ -2,22 +2,31 @@
 
 They are checked when the call is made (a bad ``output_type`` is refused before anything is
 stored) and handed to the execution, where they take precedence over the definitions.
+
+They are also kept with the execution record (and with a message waiting in a busy thread's
+inbox), so a turn that pauses for an approval, is resumed after a crash or runs later from
+the inbox keeps them: :meth:`TurnOptions.state` writes them, :meth:`TurnOptions.from_state`
+reads them back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..definitions.limits import UsageLimits, usage_limits
 from ..exceptions import StandardAgentsError
 from .client_tools import ClientTools
-from .output import OutputSpec, output_spec
+from .output import OutputSpec, output_spec, spec_from_state
 
 if TYPE_CHECKING:
     from .loop import Execution
 
-__all__ = ["TurnOptions"]
+__all__ = ["STATE_KEY", "TurnOptions"]
+
+#: where an execution record's state (and an inbox entry) keeps a call's own options
+STATE_KEY = "options"
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,53 @@ class TurnOptions:
         return cls(output_spec(output_type) if output_type is not None else None, output_retries,
                    _limits(usage_limits), _sampling(sampling), client_tools)
 
+    @cached_property
+    def state(self) -> dict[str, Any]:
+        """These options as JSON, for the execution record (computed once per call)."""
+        kept: dict[str, Any] = {}
+        if self.output is not None:
+            kept["outputType"] = self.output.state
+        if self.output_retries is not None:
+            kept["outputRetries"] = self.output_retries
+        if self.usage_limits is not None:
+            kept["usageLimits"] = self.usage_limits.model_dump(exclude={"source_file", "package"}, exclude_none=True)
+        if self.sampling:
+            kept["sampling"] = self.sampling
+        if self.client_tools is not None:
+            kept["clientTools"] = self.client_tools.to_state()
+        return kept
+
+    @classmethod
+    def from_state(cls, kept: Any) -> TurnOptions | None:
+        """The options :attr:`state` wrote (``None`` when there were none). What cannot be
+        read back is left out rather than failing the turn: the definitions apply to it."""
+        if not isinstance(kept, dict) or not kept:
+            return None
+        output = spec_from_state(kept.get("outputType"))
+        retries = kept.get("outputRetries")
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            retries = None
+        try:
+            limits = usage_limits(kept.get("usageLimits")) if isinstance(kept.get("usageLimits"), dict) else None
+        except StandardAgentsError:
+            limits = None
+        sampling = kept.get("sampling") if isinstance(kept.get("sampling"), dict) else None
+        client = ClientTools.from_state(kept.get("clientTools"))
+        if output is None and retries is None and limits is None and not sampling and client is None:
+            return None
+        options = cls(output, retries, limits, sampling or None, client)
+        options.__dict__["state"] = kept  # already JSON: written back as it was read
+        return options
+
+    def over(self, base: TurnOptions | None) -> TurnOptions:
+        """These options on top of ``base`` (a paused turn's own): each one set here wins."""
+        if base is None:
+            return self
+        return TurnOptions(self.output or base.output,
+                           self.output_retries if self.output_retries is not None else base.output_retries,
+                           self.usage_limits or base.usage_limits, self.sampling or base.sampling,
+                           self.client_tools or base.client_tools)
+
     def apply(self, execution: Execution) -> None:
         execution.output_override = self.output
         execution.output_retries = self.output_retries
@@ -51,6 +107,7 @@ class TurnOptions:
             execution.sampling = dict(self.sampling)
         if self.client_tools is not None:
             execution.client_tools = self.client_tools
+        execution.options = self
 
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "stop", "seed")

@@ -23,6 +23,7 @@ judge each reply.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ __all__ = [
     "Verdict",
     "default_mode",
     "output_spec",
+    "spec_from_state",
 ]
 
 OUTPUT_TOOL_NAME = "final_result"
@@ -130,9 +132,33 @@ class OutputSpec:
         return ("Your final answer must be one JSON value matching this JSON Schema, with no other text:\n"
                 + json.dumps(self.schema, separators=(",", ":")))
 
+    @cached_property
+    def ref(self) -> str | None:
+        """A name for a Python type's spec that this process can look up again (its qualified
+        name and a digest of its schema); ``None`` for a plain JSON Schema, which is its own
+        description."""
+        if self.adapter is None:
+            return None
+        qualified = f"{getattr(self.source, '__module__', '')}.{getattr(self.source, '__qualname__', repr(self.source))}"
+        digest = hashlib.sha256(json.dumps(self.schema, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return f"{qualified}#{digest}"
+
+    @cached_property
+    def state(self) -> dict[str, Any]:
+        """What an execution record keeps of this spec, so a paused or interrupted turn resumes
+        with it: the JSON Schema, and the :attr:`ref` of a Python type (one shared dict)."""
+        kept: dict[str, Any] = {"schema": self.schema}
+        if self.ref is not None:
+            kept["ref"] = self.ref
+        return kept
+
 
 _SPECS: dict[Any, OutputSpec] = {}
 _SPECS_MAX = 256
+# the specs of Python types made in this process, by ref: a turn resumed here validates into
+# the caller's own type again (types are code, so few; the oldest goes past the bound)
+_KNOWN: dict[str, OutputSpec] = {}
+_KNOWN_MAX = 1024
 
 
 def output_spec(output_type: Any) -> OutputSpec:
@@ -154,7 +180,29 @@ def output_spec(output_type: Any) -> OutputSpec:
         if len(_SPECS) >= _SPECS_MAX:
             _SPECS.pop(next(iter(_SPECS)))
         _SPECS[key] = spec
+    ref = spec.ref
+    if ref is not None:
+        if ref not in _KNOWN and len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.pop(next(iter(_KNOWN)))
+        _KNOWN[ref] = spec
     return spec
+
+
+def spec_from_state(kept: Any) -> OutputSpec | None:
+    """The spec an execution record kept (see :attr:`OutputSpec.state`): the caller's own
+    Python type when this process made it, else its JSON Schema (the value is then the
+    validated JSON). ``None`` when nothing usable was kept."""
+    if not isinstance(kept, dict) or not isinstance(kept.get("schema"), dict):
+        return None
+    ref = kept.get("ref")
+    if isinstance(ref, str):
+        known = _KNOWN.get(ref)
+        if known is not None:
+            return known
+    try:
+        return output_spec(kept["schema"])
+    except StandardAgentsError:
+        return None
 
 
 def _build_spec(output_type: Any) -> OutputSpec:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import NotFoundError
 from ..records import Message, now_ms
+from .options import STATE_KEY as OPTIONS_KEY
+from .options import TurnOptions
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -156,7 +158,7 @@ async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
                     message_id, thread_id, owner)
         # the same execution id its sender was given when the message was accepted
         rt._track(rt._execute(thread, agent, message, entry.get("startSide", "a"), entry.get("executionId"),
-                              queued=True), thread_id)
+                              queued=True, options=TurnOptions.from_state(entry.get(OPTIONS_KEY))), thread_id)
 
 
 def _alive(pid: int) -> bool:

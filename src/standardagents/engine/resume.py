@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Literal
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
 from . import recovery
 from .hooks import HookSet
+from .options import STATE_KEY as OPTIONS_KEY
+from .options import TurnOptions
 from .state import ThreadState
 from .tools import Toolbox, ToolOutcome, run_tool_call
 
@@ -78,7 +80,9 @@ async def _resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition,
                 log.exception("could not answer the interrupted calls of execution %s", record.id)
             side: Literal["a", "b"] = "b" if record.side == "b" else "a"
             rt._resuming.discard(record.id)
-            return await rt._execute_locked(thread, agent, None, side, record.id, None, False)
+            # the call's own output type and limits, as the record kept them
+            options = TurnOptions.from_state(record.state.get(OPTIONS_KEY))
+            return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options)
         finally:
             rt._resuming.discard(record.id)
             await rt._release_thread(thread.id)

@@ -44,6 +44,7 @@ from .compaction import place_summaries
 from .context import LLMCache, clip, prompt_is_static, render_prompt
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
+from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .output import OutputSpec, output_spec
 from .state import ExecutionState, ThreadState
@@ -815,9 +816,11 @@ class Runtime:
                 busy_policy.refuse(thread.id)
             if queued:
                 execution_id = execution_id or new_id("exe_")
-                await self.store.set_env("inbox", thread.id, message.id, {
-                    "owner": self.owner, "queuedAt": now_ms(), "startSide": start_side, "executionId": execution_id,
-                    "message": message.to_dict()})
+                entry = {"owner": self.owner, "queuedAt": now_ms(), "startSide": start_side,
+                         "executionId": execution_id, "message": message.to_dict()}
+                if options is not None:
+                    entry[OPTIONS_KEY] = options.state  # the turn keeps them if another process runs it
+                await self.store.set_env("inbox", thread.id, message.id, entry)
                 self.bus.emit("message_queued", thread.id, {"executionId": execution_id, "messageId": message.id})
                 if policy in ("interrupt", "rollback"):
                     await busy_policy.preempt(self, thread.id, rollback=policy == "rollback")
@@ -894,6 +897,8 @@ class Runtime:
             except Exception as exc:
                 return await self._failed_before_run(thread, resume, message, queued, exc)
         record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": self.owner})
+        if options is not None:
+            record.state[OPTIONS_KEY] = options.state  # kept for a resume after a crash
         if execution_id:
             record.id = execution_id
         ex = ExecutionState(id=record.id, side=start_side, queued_tools=self._queued_first.pop(record.id, []))
