@@ -171,3 +171,96 @@ def test_the_wait_survives_a_restart(stub: OpenAIStub, tmp_path: Path) -> None:
         assert reply.choices[0].message.content == "Sunny after a restart."
     finally:
         after.close()
+
+
+# the Responses API -------------------------------------------------------------------------
+
+RESPONSES_WEATHER: Any = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+                          "parameters": WEATHER["function"]["parameters"], "strict": False}
+
+
+def test_a_response_carries_function_calls_and_their_outputs_continue_the_turn(door: LiveServer,
+                                                                               stub: OpenAIStub) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]), "Sunny in Paris.")
+    with _sync(door) as client:
+        first = client.responses.create(model="helper", input="Weather in Paris?", tools=[RESPONSES_WEATHER])
+        assert first.status == "completed"
+        (call,) = [item for item in first.output if item.type == "function_call"]
+        assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
+        assert _offered(stub.requests[0]) == ["add", "get_weather"]
+        second = client.responses.create(model="helper", previous_response_id=first.id, tools=[RESPONSES_WEATHER],
+                                         input=[{"type": "function_call_output", "call_id": call.call_id,
+                                                 "output": "sunny"}])
+    assert second.output_text == "Sunny in Paris."
+    assert stub.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": call.call_id, "content": "sunny"}
+    assert getattr(second, "thread", None) == getattr(first, "thread", None)
+    thread_id = getattr(first, "thread", None)
+    executions = _api(door, f"/api/threads/{thread_id}/executions")["executions"]
+    assert [e["status"] for e in executions] == ["complete"]
+
+
+async def test_streamed_function_calls_send_their_events(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Oslo"}')]), StubReply(text="Cold in Oslo."))
+    async with _async(door) as client:
+        stream = await client.responses.create(model="helper", input="Weather in Oslo?", tools=[RESPONSES_WEATHER],
+                                               stream=True)
+        events = [e async for e in stream]
+        types = [e.type for e in events]
+        assert types[:2] == ["response.created", "response.in_progress"]
+        assert types[2:7] == ["response.output_item.added", "response.function_call_arguments.delta",
+                              "response.function_call_arguments.done", "response.output_item.done",
+                              "response.completed"]
+        final = events[-1].response  # type: ignore[union-attr]
+        assert final.status == "completed"
+        (call,) = final.output
+        assert call.type == "function_call" and call.arguments == '{"city":"Oslo"}'
+        # no previous_response_id: the pending call's id finds the turn
+        again = await client.responses.create(model="helper", tools=[RESPONSES_WEATHER], stream=True, input=[
+            {"role": "user", "content": "Weather in Oslo?"},
+            {"type": "function_call", "call_id": call.call_id, "name": "get_weather", "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "cold"}])
+        text = "".join([e.delta async for e in again if e.type == "response.output_text.delta"])  # type: ignore[union-attr]
+    assert text == "Cold in Oslo."
+
+
+@pytest.mark.parametrize(("choice", "sent"), [
+    ("required", "required"), ("none", "none"),
+    ({"type": "function", "name": "get_weather"}, {"type": "function", "function": {"name": "get_weather"}})])
+def test_a_responses_tool_choice_reaches_the_model(door: LiveServer, stub: OpenAIStub, choice: Any,
+                                                   sent: Any) -> None:
+    stub.queue("ok")
+    with _sync(door) as client:
+        client.responses.create(model="helper", input="hi", tools=[RESPONSES_WEATHER], tool_choice=choice)
+    assert stub.requests[0]["tool_choice"] == sent
+
+
+def test_a_responses_client_tool_named_like_an_agent_tool_is_a_400(door: LiveServer, stub: OpenAIStub) -> None:
+    with _sync(door) as client, pytest.raises(openai.BadRequestError, match="add") as caught:
+        client.responses.create(model="helper", input="hi", tools=[{**RESPONSES_WEATHER, "name": "add"}])
+    assert caught.value.param == "tools"
+    assert stub.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_text_format_asks_for_a_typed_answer(door: LiveServer, stub: OpenAIStub, stream: bool) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "celsius": {"type": "integer"}},
+              "required": ["city", "celsius"], "additionalProperties": False}
+    stub.queue('{"city": "Paris", "celsius": 21}')
+    fmt: Any = {"format": {"type": "json_schema", "name": "weather", "schema": schema, "strict": True}}
+    async with _async(door) as client:
+        if stream:
+            events = [e async for e in await client.responses.create(model="helper", input="hi", text=fmt,
+                                                                      stream=True)]
+            response = events[-1].response  # type: ignore[union-attr]
+        else:
+            response = await client.responses.create(model="helper", input="hi", text=fmt)
+    assert json.loads(response.output_text) == {"city": "Paris", "celsius": 21}
+    assert stub.requests[0]["response_format"]["json_schema"]["schema"]["required"] == ["city", "celsius"]
+
+
+def test_text_format_json_object_asks_for_an_object(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue('{"ok": true}')
+    with _sync(door) as client:
+        response = client.responses.create(model="helper", input="hi", text={"format": {"type": "json_object"}})
+    assert json.loads(response.output_text) == {"ok": True}
+    assert stub.requests[0].get("response_format") is not None
