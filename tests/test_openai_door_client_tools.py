@@ -77,9 +77,10 @@ def test_a_client_tool_call_ends_the_response_and_its_result_continues_the_same_
         (call,) = reply.choices[0].message.tool_calls or []
         assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
         assert _offered(stub.requests[0]) == ["add", "get_weather"]
-        # no thread named: the pending call's id finds the turn
-        second = client.chat.completions.with_raw_response.create(model="helper", messages=_answer(call, "sunny"),
-                                                                  tools=[WEATHER])
+        # no thread named: the pending call's id finds the turn (the conversation as the docs build it)
+        second = client.chat.completions.with_raw_response.create(model="helper", tools=[WEATHER], messages=[
+            *_ASK, reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny"}])
     assert second.parse().choices[0].message.content == "Sunny in Paris."
     assert second.parse().choices[0].finish_reason == "stop"
     thread_id = first.headers["x-thread-id"]
@@ -150,25 +151,47 @@ def test_results_missing_a_pending_call_are_a_400(door: LiveServer, stub: OpenAI
             client.chat.completions.create(model="helper", messages=_answer(first, "warm"), tools=[WEATHER])
 
 
-def test_the_wait_survives_a_restart(stub: OpenAIStub, tmp_path: Path) -> None:
+def test_a_new_user_message_instead_of_the_results_lets_the_wait_lapse(door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]), "Fine, Rome then.")
+    with _sync(door) as client:
+        first = client.chat.completions.with_raw_response.create(model="helper", messages=_ASK, tools=[WEATHER])
+        thread_id = first.headers["x-thread-id"]
+        (call,) = first.parse().choices[0].message.tool_calls or []
+        reply = client.chat.completions.create(model="helper", extra_headers={"X-Thread-Id": thread_id}, messages=[
+            *_answer(call, "unknown"), {"role": "user", "content": "Never mind: Rome?"}])
+    assert reply.choices[0].message.content == "Fine, Rome then."
+    executions = _api(door, f"/api/threads/{thread_id}/executions")["executions"]
+    assert sorted(e["status"] for e in executions) == ["cancelled", "complete"]
+
+
+@pytest.mark.parametrize("door_kind", ["chat", "responses"])
+def test_the_wait_survives_a_restart(stub: OpenAIStub, tmp_path: Path, door_kind: str) -> None:
     project = _project(tmp_path, stub)
     url = f"sqlite+aiosqlite:///{tmp_path / 'door.db'}"
     stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]), "Sunny after a restart.")
     before = serve_app(project, url)
     server = next(before)
     with _sync(server) as client:
-        call = (client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER])
-                .choices[0].message.tool_calls or [])[0]
-    token = server.token
+        if door_kind == "chat":
+            call = (client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER])
+                    .choices[0].message.tool_calls or [])[0]
+        else:
+            first = client.responses.create(model="helper", input="Weather in Paris?", tools=[RESPONSES_WEATHER])
+            (item,) = [i for i in first.output if i.type == "function_call"]
     before.close()
     after = serve_app(project, url)
     restarted = next(after)
     try:
         # the first server's token: the caller is the same user, its thread still its own
-        same_user = LiveServer(restarted.base_url, token, server.user_id)
+        same_user = LiveServer(restarted.base_url, server.token, server.user_id)
         with _sync(same_user) as client:
-            reply = client.chat.completions.create(model="helper", messages=_answer(call, "sunny"), tools=[WEATHER])
-        assert reply.choices[0].message.content == "Sunny after a restart."
+            if door_kind == "chat":
+                text = client.chat.completions.create(model="helper", messages=_answer(call, "sunny"),
+                                                      tools=[WEATHER]).choices[0].message.content
+            else:
+                text = client.responses.create(model="helper", previous_response_id=first.id, input=[
+                    {"type": "function_call_output", "call_id": item.call_id, "output": "sunny"}]).output_text
+        assert text == "Sunny after a restart."
     finally:
         after.close()
 
