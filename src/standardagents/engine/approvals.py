@@ -176,7 +176,8 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     if "clientCalls" in saved:
         execution.resume = {"clientCalls": saved["clientCalls"], "results": saved.get("results", {})}
     else:
-        execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {})}
+        execution.resume = {"pending": saved.get("pending", []), "decisions": saved.get("decisions", {}),
+                            "clientCallsAfter": saved.get("clientCallsAfter")}
     execution.client_tools = ClientTools.from_state(saved.get("clientTools"))
     # the call's own output type and limits as the record kept them (what the continuation
     # sets itself overrides them), and what the turn spent before it paused
@@ -189,7 +190,7 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     if isinstance(saved.get("cost"), int | float):
         execution.cost = float(saved["cost"])
     record.state = {k: v for k, v in saved.items()
-                    if k not in ("pending", "decisions", "clientCalls", "results", "waitingFor")}
+                    if k not in ("pending", "decisions", "clientCalls", "clientCallsAfter", "results", "waitingFor")}
     task = asyncio.current_task()
     assert task is not None
     rt._running[thread.id] = task

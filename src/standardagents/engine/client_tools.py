@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import StandardAgentsError
-from ..records import ExecutionRecord, new_id, now_ms
+from ..records import ExecutionRecord, ToolCall, new_id, now_ms
 
 if TYPE_CHECKING:
     from .loop import ExecutionResult
     from .options import TurnOptions
     from .runtime import Runtime
 
-__all__ = ["WAITING_FOR", "ClientToolError", "ClientTools", "client_tools", "find_waiting", "submit_results"]
+__all__ = ["WAITING_FOR", "ClientToolError", "ClientTools", "client_tools", "find_waiting", "submit_results",
+           "unique_client_ids"]
 
 #: the ``waitingFor`` mark of an execution paused for client tool results
 WAITING_FOR = "client_tools"
@@ -112,6 +113,17 @@ def check_against(client: ClientTools, agent_tools: set[str]) -> None:
     if isinstance(choice, dict) and choice["function"]["name"] not in client.names | agent_tools:
         raise ClientToolError(f"tool_choice names the tool {choice['function']['name']!r}, which is "
                               "neither a client tool nor one of the agent's tools")
+
+
+#: a model's call id shorter than this may repeat across threads (``call_0``): replaced
+_UNIQUE_ENOUGH = 16
+
+
+def unique_client_ids(calls: list[ToolCall], names: set[str]) -> list[ToolCall]:
+    """The reply's calls, client calls with ids too short to be unique given new ones, so
+    results find their turn by call id alone (some local models number their calls)."""
+    return [ToolCall(new_id("call_"), c.name, c.arguments) if c.name in names and len(c.id or "") < _UNIQUE_ENOUGH
+            else c for c in calls]
 
 
 async def index_calls(rt: Runtime, record: ExecutionRecord, call_ids: list[str]) -> None:

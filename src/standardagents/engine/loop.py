@@ -42,7 +42,7 @@ from ..toolcalls import (
     strip_thinking,
 )
 from .approvals import approval_request, make_token, signing_secret
-from .client_tools import WAITING_FOR, ClientTools, index_calls
+from .client_tools import WAITING_FOR, ClientTools, index_calls, unique_client_ids
 from .compaction import compact_if_needed, over_threshold
 from .context import THINKING_BLOCKS_KEY, clip
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
@@ -169,6 +169,8 @@ class Execution:
         self.client_tools: ClientTools | None = None
         #: the caller's tool_choice still applies (to the first model request it makes)
         self._client_choice_pending = True
+        #: client calls of a reply whose other calls wait for approval (answered after them)
+        self._client_after: list[dict[str, Any]] | None = None
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -475,6 +477,8 @@ class Execution:
         record.state = {**self._durable_state(), "pending": [{"id": c.id, "name": c.name, "arguments": c.arguments,
                                                               "messageId": reply.id} for c in calls],
                         "decisions": {}, **observe.carried_context()}
+        if self._client_after:
+            record.state["clientCallsAfter"] = self._client_after
         await self.rt.store.save_execution(record)
         for req in requests:
             self.bus.emit("approval.request", self.thread_id, req)
@@ -528,6 +532,12 @@ class Execution:
         if cfg is not None and self._check_stops(side, cfg, setup, ran):
             self.ex.stopped = True
             return
+        after = resume.get("clientCallsAfter")
+        if after and self.client_tools is not None:
+            # the same reply called client tools too: now they go to the client
+            calls = [ToolCall(c["id"], c["name"], c.get("arguments") or "{}") for c in after]
+            await self._pause_for_client(Message(thread_id=self.thread_id, role="assistant", id=after[0]["messageId"],
+                                                 tool_calls=calls), calls)
         self._keep_side_steps = True
 
     async def _store_client_results(self, resume: dict[str, Any], setup: SideSetup) -> None:
@@ -615,6 +625,8 @@ class Execution:
         if response.thinking_blocks:
             reply.metadata[THINKING_BLOCKS_KEY] = response.thinking_blocks
         reply.tool_calls = list(response.tool_calls) or None
+        if self.client_tools is not None and reply.tool_calls:
+            reply.tool_calls = unique_client_ids(reply.tool_calls, self.client_tools.names)
         reply.usage = response.usage
         if response.finish_reason == "length":
             reply.status = "truncated"
@@ -917,7 +929,11 @@ class Execution:
             # the agent's own calls of the same reply run here first; the client runs its own
             ours = [c for c in calls if c not in theirs]
             if ours:
+                # an approval wait among them keeps the client's calls for after the decisions
+                self._client_after = [{"id": c.id, "name": c.name, "arguments": c.arguments or "{}",
+                                       "messageId": reply.id} for c in theirs]
                 await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=ours), setup)
+                self._client_after = None
             await self._pause_for_client(reply, theirs)
         self.ex.used_tools.extend(c.name for c in calls)
         state = self.state
