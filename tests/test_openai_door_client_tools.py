@@ -5,6 +5,7 @@ continue the same turn."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -287,3 +288,28 @@ def test_text_format_json_object_asks_for_an_object(door: LiveServer, stub: Open
         response = client.responses.create(model="helper", input="hi", text={"format": {"type": "json_object"}})
     assert json.loads(response.output_text) == {"ok": True}
     assert stub.requests[0].get("response_format") is not None
+
+
+def test_another_user_cannot_continue_a_waiting_turn(door: LiveServer, stub: OpenAIStub, tmp_path: Path) -> None:
+    from standardagents.store import open_store
+
+    async def plain_user() -> str:
+        store = open_store(f"sqlite+aiosqlite:///{tmp_path / 'door.db'}")
+        await store.open()
+        try:
+            user = await store.create_user("mallory")
+            return (await store.create_api_token(user.id, "tests"))[1]
+        finally:
+            await store.close()
+
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]), "Sunny in Paris.")
+    with _sync(door) as client:
+        (call,) = client.chat.completions.create(model="helper", messages=_ASK, tools=[WEATHER]) \
+            .choices[0].message.tool_calls or []
+    with _sync(LiveServer(door.base_url, asyncio.run(plain_user()), "")) as mallory, \
+            pytest.raises((openai.PermissionDeniedError, openai.NotFoundError)):
+        mallory.chat.completions.create(model="helper", messages=_answer(call, "stolen"), tools=[WEATHER])
+    assert len(stub.requests) == 1
+    with _sync(door) as client:
+        reply = client.chat.completions.create(model="helper", messages=_answer(call, "sunny"), tools=[WEATHER])
+    assert reply.choices[0].message.content == "Sunny in Paris."
