@@ -9,7 +9,7 @@ the same turn, medians over many runs:
   model priced from the genai-prices data on every step;
 * ``typed+cost+limits``: the same with usage limits checked before every request and tool call.
 
-Usage: ``python benchmarks/output_overhead.py [--runs 200] [--k 10]``
+Usage: ``python benchmarks/output_overhead.py [--runs 200] [--rounds 9] [--k 10]``
 """
 
 from __future__ import annotations
@@ -72,9 +72,8 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-async def measure(variant: str, k: int, runs: int, workdir: Path) -> tuple[float, float]:
-    """Median microseconds per step of one variant: wall time and this process's CPU time
-    (the CPU figure is what other processes on a busy machine disturb least)."""
+async def open_variant(variant: str, k: int, workdir: Path) -> tuple[Runtime, dict[str, Any]]:
+    """A runtime on its own SQLite file for one variant, and the options of its calls."""
     typed = variant != "plain"
     model = (define_model(name="default", provider="openai", model="gpt-4o-mini", stream=False) if typed
              else define_model(name="default", provider="test", model="instant", stream=False))
@@ -82,8 +81,7 @@ async def measure(variant: str, k: int, runs: int, workdir: Path) -> tuple[float
         define_agent(name="bench", side_a={"prompt": "bench_prompt", "max_steps": k + 5}),
         define_prompt(name="bench_prompt", prompt="You add numbers.", tools=["add"]),
         model, add)
-    store = open_store(f"sqlite:///{workdir / f'{variant}.db'}")
-    rt = await Runtime.open(registry, store=store)
+    rt = await Runtime.open(registry, store=open_store(f"sqlite:///{workdir / f'{variant}.db'}"))
     rt.use_provider("default", InstantModel(k))
     options: dict[str, Any] = {}
     if typed:
@@ -91,39 +89,54 @@ async def measure(variant: str, k: int, runs: int, workdir: Path) -> tuple[float
     if variant == "typed+cost+limits":
         options["usage_limits"] = {"requests": k + 5, "total_tokens": 10_000_000, "tool_calls": k + 5,
                                    "cost_usd": 100.0}
+    return rt, options
+
+
+async def measure(variants: list[str], k: int, runs: int, workdir: Path) -> dict[str, tuple[float, float]]:
+    """Median microseconds per step of each variant: wall time and this process's CPU time
+    (the CPU figure is what other processes on a busy machine disturb least). The variants
+    take turns run by run, so a change in the machine's load weighs on all of them alike."""
+    opened = {v: await open_variant(v, k, workdir) for v in variants}
+    wall: dict[str, list[int]] = {v: [] for v in variants}
+    cpu: dict[str, list[int]] = {v: [] for v in variants}
     try:
         for _ in range(max(5, runs // 10)):
-            await rt.run("bench", "add 1 and 2", **options)
-        samples = []
-        cpu = []
+            for rt, options in opened.values():
+                await rt.run("bench", "add 1 and 2", **options)
         gc.collect()
         gc.disable()
-        for _ in range(runs):
-            t0 = time.perf_counter_ns()
-            c0 = time.process_time_ns()
-            result = await rt.run("bench", "add 1 and 2", **options)
-            cpu.append(time.process_time_ns() - c0)
-            samples.append(time.perf_counter_ns() - t0)
-            assert result.stop_reason == "complete", result
-            assert (result.cost is not None) is typed and (result.value is not None) is typed
+        for i in range(runs):
+            order = variants if i % 2 == 0 else variants[::-1]
+            for v in order:
+                rt, options = opened[v]
+                t0 = time.perf_counter_ns()
+                c0 = time.process_time_ns()
+                result = await rt.run("bench", "add 1 and 2", **options)
+                cpu[v].append(time.process_time_ns() - c0)
+                wall[v].append(time.perf_counter_ns() - t0)
+                typed = v != "plain"
+                assert result.stop_reason == "complete", result
+                assert (result.cost is not None) is typed and (result.value is not None) is typed
         gc.enable()
     finally:
-        await rt.aclose()
-    return statistics.median(samples) / 1000 / (k + 1), statistics.median(cpu) / 1000 / (k + 1)
+        for rt, _options in opened.values():
+            await rt.aclose()
+    return {v: (statistics.median(wall[v]) / 1000 / (k + 1), statistics.median(cpu[v]) / 1000 / (k + 1))
+            for v in variants}
 
 
 async def amain(args: argparse.Namespace) -> None:
     variants = ["plain", "typed+cost", "typed+cost+limits"]
     rounds: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
-        # interleaved rounds, so a busy machine weighs on every variant alike
         for i in range(args.rounds):
             workdir = Path(tmp) / f"r{i}"
             workdir.mkdir()
-            for v in variants:
-                rounds[v].append(await measure(v, args.k, args.runs, workdir))
+            for v, figures in (await measure(variants, args.k, args.runs, workdir)).items():
+                rounds[v].append(figures)
     print(f"Per-step cost of typed output + cost accounting (+ limits), K={args.k} tool steps + 1 answer, "
-          f"SQLite file, Python {sys.version.split()[0]}; median of {args.rounds} rounds x {args.runs} runs")
+          f"SQLite file, Python {sys.version.split()[0]}; median of {args.rounds} rounds x {args.runs} runs, "
+          f"variants interleaved run by run")
     base_wall = statistics.median(w for w, _ in rounds["plain"])
     base_cpu = statistics.median(c for _, c in rounds["plain"])
     for v in variants:

@@ -133,3 +133,26 @@ async def test_rest_refuses_bad_limits_with_422(client: httpx.AsyncClient, actor
     ok = await client.post(f"/api/threads/{tid}/messages?wait=true", json={"content": "1+2", "usageLimits": {"requests": 1}},
                            headers=headers)
     assert ok.status_code == 200 and ok.json()["outcome"] == "usage_limit"
+
+
+def test_the_request_estimate_follows_every_change_of_the_message_list():
+    """A step's estimate reuses the last one's per message; whatever the list became (grown,
+    a message replaced, folded shorter, reordered), it equals a fresh count."""
+    from standardagents.engine.limits import UsageMeter
+    from standardagents.providers.base import ModelRequest
+    from standardagents.toolcalls import estimate_tokens
+
+    meter = UsageMeter(UsageLimits(input_tokens=10**9), [])
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    history = [{"role": "user", "content": "tell me about the tides " * 5}]
+    lists = []
+    for i in range(4):
+        history = [*history, {"role": "assistant", "content": f"reply {i} " * (i + 3)}]
+        lists.append([{"role": "system", "content": "You help."}, *history])
+    lists.append([lists[-1][0], {"role": "user", "content": "summary"}, *lists[-1][-2:]])  # folded shorter
+    lists.append([*lists[-1][:2], {"role": "assistant", "content": "replaced " * 40}, lists[-1][-1]])
+    lists.append(list(reversed(lists[-1])))
+    lists.append(lists[2])  # an earlier, longer list again
+    for messages in lists:
+        expected = estimate_tokens(messages) + estimate_tokens(json.dumps(tools, separators=(",", ":")))
+        assert meter._estimate(ModelRequest(model="m", messages=messages, tools=tools)) == expected

@@ -34,12 +34,65 @@ _OFFICIAL_HOSTS = {"api.openai.com": "openai", "api.anthropic.com": "anthropic"}
 
 def call_cost(model: ModelDefinition, usage: Usage | None, model_ref: str | None = None) -> float | None:
     """The USD cost of one call with ``usage`` on ``model`` (``model_ref``: the model name the
-    endpoint reported, when it differs from the definition's). ``None`` when unknown."""
+    endpoint reported, when it differs from the definition's). ``None`` when unknown.
+
+    Called on every model step: which name the price data knows and its flat rates are
+    remembered per model definition and reported name (for the hour), so a step costs a
+    dictionary lookup and a few multiplications."""
     if usage is None:
         return None
     prices = model.prices
     if prices is not None:
         return manual_cost(prices, usage)
+    hour = int(time.time() // 3600)
+    key = (id(model), model_ref)
+    hit = _PRICED.get(key)
+    if hit is None or hit[0] is not model or hit[1] != hour:
+        if len(_PRICED) >= _PRICED_MAX:
+            _PRICED.clear()
+        hit = _PRICED[key] = (model, hour, *_priced_name(model, model_ref, hour))
+    _model, _hour, ref, rates = hit
+    if ref is None:
+        return None
+    if rates is not None:
+        cost = _flat_cost(rates, usage)
+        if cost is not None:
+            return cost
+    return _call_cost(model, usage, model_ref)
+
+
+# (model definition, reported name) -> (the definition, hour, the name the price data knows, its flat rates)
+_PRICED: dict[tuple[int, str | None], tuple[Any, int, str | None, tuple[Any, ...] | None]] = {}
+_PRICED_MAX = 256
+
+
+def _priced_name(model: ModelDefinition, model_ref: str | None,
+                 hour: int) -> tuple[str | None, tuple[float, float | None, float | None, float] | None]:
+    """The first of the reported and defined names the price data knows, with its flat rates
+    (``None``: priced otherwise); ``(None, None)`` when neither is known."""
+    if model.provider not in _PROVIDER_IDS:
+        return None, None
+    provider_id, url = _provider_key(model)
+    if provider_id is None and url is None:
+        return None, None
+    for ref in dict.fromkeys(r for r in (model_ref, model.model) if r):
+        if _lookup(ref, provider_id, url) is not None:
+            return ref, _flat_rates(ref, provider_id, url, hour)
+    return None, None
+
+
+def _flat_cost(rates: tuple[float, float | None, float | None, float], usage: Usage) -> float | None:
+    """The cost at flat per-token rates; ``None`` when the usage needs a rate the model lacks."""
+    fresh, cached, written, output = rates
+    if (cached is None and usage.cached_tokens) or (written is None and usage.cache_write_tokens):
+        return None
+    uncached = max(0, usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens)
+    return (uncached * fresh + usage.cached_tokens * (cached or 0.0) + usage.cache_write_tokens * (written or 0.0)
+            + usage.completion_tokens * output) / 1_000_000
+
+
+def _call_cost(model: ModelDefinition, usage: Usage, model_ref: str | None) -> float | None:
+    """:func:`call_cost` the long way: each known name tried in turn with the full calculation."""
     if model.provider not in _PROVIDER_IDS:
         return None
     provider_id, url = _provider_key(model)
@@ -76,11 +129,9 @@ def catalogue_cost(usage: Usage, model_ref: str, provider_id: str | None, provid
     through the data's full calculation."""
     rates = _flat_rates(model_ref, provider_id, provider_url, int(time.time() // 3600))
     if rates is not None:
-        fresh, cached, written, output = rates
-        if (cached is not None or not usage.cached_tokens) and (written is not None or not usage.cache_write_tokens):
-            uncached = max(0, usage.prompt_tokens - usage.cached_tokens - usage.cache_write_tokens)
-            return (uncached * fresh + usage.cached_tokens * (cached or 0.0) + usage.cache_write_tokens * (written or 0.0)
-                    + usage.completion_tokens * output) / 1_000_000
+        cost = _flat_cost(rates, usage)
+        if cost is not None:
+            return cost
     found = _lookup(model_ref, provider_id, provider_url)
     if found is None:
         return None

@@ -9,6 +9,7 @@ turn with outcome ``usage_limit``; what was stored before stays.
 from __future__ import annotations
 
 import json
+from operator import is_
 from typing import TYPE_CHECKING, Any
 
 from ..definitions.limits import UsageLimits
@@ -73,8 +74,9 @@ class UsageMeter:
         self._passed = active
         self._estimated = [a for a in active if a[0] in _ESTIMATED]
         self._reached = [a for a in active if a[0] in _REACHED]
-        # estimates already made this turn, by message (kept alive, so an id is never reused)
-        self._seen: dict[int, tuple[Any, int]] = {}
+        # the last request's messages and the estimate of each
+        self._last: list[Any] = []
+        self._costs: list[int] = []
         self._tools: tuple[Any, int] | None = None
         # what earlier turns of the thread spent (the messages present when this turn began)
         self.prior_input = self.prior_output = 0
@@ -99,14 +101,24 @@ class UsageMeter:
 
     def _estimate(self, request: ModelRequest) -> int:
         """The request's input tokens, estimated; each message and the tool list are counted
-        once per turn (the history grows by appending, so a step counts only what is new)."""
-        seen = self._seen
-        total = 0
-        for message in request.messages:
-            known = seen.get(id(message))
-            if known is None or known[0] is not message:
-                known = seen[id(message)] = (message, estimate_tokens(message))
-            total += known[1]
+        once per turn. A request repeats the last one's messages and appends a few: the two
+        lists are compared position by position (identity, in C, not a Python loop), and only
+        the messages that differ or are new are estimated."""
+        messages = request.messages
+        costs = self._costs
+        same = list(map(is_, messages, self._last))
+        if len(costs) > len(same):
+            del costs[len(same):]
+        i = -1
+        for _ in range(same.count(False)):  # usually one: the system message, made afresh
+            i = same.index(False, i + 1)
+            costs[i] = estimate_tokens(messages[i])
+        for message in messages[len(same):]:
+            costs.append(estimate_tokens(message))
+        # a copy: the caller may change its list; the messages are kept alive, so an id is not reused
+        self._last = list(messages)
+        self._costs = costs
+        total = sum(costs)
         tools = request.tools
         if tools:
             if self._tools is None or self._tools[0] is not tools:
