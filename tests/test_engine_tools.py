@@ -287,3 +287,36 @@ async def test_many_blocking_tool_calls_of_one_step_all_run_at_once(stub, make_r
     result = await rt.run("helper", "meet")
     assert (result.stop_reason, result.text) == ("complete", "all met")
     assert [t.content for t in await _tool_messages(rt, result.thread_id)] == [f"met {i}" for i in range(calls)]
+
+
+async def test_quick_blocking_tools_reuse_an_idle_thread_and_never_wait_for_a_busy_one(stub, make_runtime):
+    import threading
+
+    gate = Gate()
+    seen: list[int] = []
+
+    @define_tool
+    def where() -> str:
+        """Reports the thread it runs on."""
+        seen.append(threading.get_ident())
+        return "here"
+
+    rt = await make_runtime(AGENT, prompt("where", "wait_for_gate"), where, blocking_tool(gate), stub_model(stub))
+    stub.queue(StubReply(tool_calls=[("where", "{}")]), "once")
+    assert (await rt.run("helper", "where?")).text == "once"
+    before = {t.ident for t in threading.enumerate()}
+    stub.queue(StubReply(tool_calls=[("where", "{}")]), "twice")
+    assert (await rt.run("helper", "where now?")).text == "twice"
+    assert len(seen) == 2 and seen[1] in before  # the second call took a thread already there, idle
+    # a handler that blocks keeps its thread: the next call runs at once on another one
+    stub.queue(StubReply(tool_calls=[("wait_for_gate", "{}")]))
+    blocked = await rt.create_thread("helper")
+    running = await rt.start(blocked.id, "block")
+    assert await asyncio.to_thread(gate.entered.wait, 10)
+    stub.queue(StubReply(tool_calls=[("where", "{}")]), "thrice")
+    other = await rt.run("helper", "where again?")
+    assert (other.stop_reason, other.text) == ("complete", "thrice")
+    assert gate.answered == [] and len(seen) == 3  # it did not wait for the blocked thread
+    stub.queue("done")
+    gate.release.set()
+    assert (await running).stop_reason == "complete"

@@ -11,7 +11,6 @@ import contextvars
 import functools
 import inspect
 import json
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypedDict, Unpack, get_type_hints, overload
 
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from ..exceptions import DefinitionError
 from ._base import Definition, check_snake_case
+from ._tool_threads import TOOL_THREADS
 
 __all__ = ["ToolDefinition", "ToolOptions", "define_tool"]
 
@@ -85,8 +85,8 @@ class ToolDefinition(Definition):
         never freezes the loop: other threads' turns, live streams, ``stop`` and the
         heartbeat carry on meanwhile. When the call is given up (a timeout, a stop) the thread
         cannot be interrupted: it runs to its end in the background and its result is dropped
-        (a daemon thread of its own, so it neither holds a shared pool's worker nor keeps the
-        process from exiting).
+        (on a daemon thread that no other call waits for, so it never keeps the process from
+        exiting; idle threads are reused, see :mod:`._tool_threads`).
         """
         if self.call_style == "kwargs":
             kwargs = {**args, self.state_param: state} if self.wants_state else args
@@ -137,7 +137,7 @@ ToolSchema = Mapping[str, Any] | type[BaseModel]
 
 
 async def _in_thread(call: Callable[[], Any], name: str) -> Any:
-    """``call()`` on a new daemon thread (with the caller's context variables), awaited."""
+    """``call()`` on a daemon thread (with the caller's context variables), awaited."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
@@ -150,17 +150,21 @@ async def _in_thread(call: Callable[[], Any], name: str) -> Any:
         else:
             done.set_result(value)
 
-    def run() -> None:
+    def run() -> Callable[[], None]:
         try:
             value, error = context.run(call), None
         except BaseException as exc:  # handed to the awaiting coroutine
             value, error = None, exc
-        try:
-            loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            pass
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+        def hand_over() -> None:
+            try:
+                loop.call_soon_threadsafe(settle, value, error)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+        return hand_over
+
+    TOOL_THREADS.submit(run, name)
     return await done
 
 

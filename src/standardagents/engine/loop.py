@@ -760,7 +760,7 @@ class Execution:
             try:
                 with observe.model_call(model, request, (chain[i - 1].name, last) if i else None) as call:
                     self._step.traced(call)
-                    response = await self._call_one(call.provider(provider), model, request, setup, reply)
+                    response = await self._call_one(provider, model, request, setup, reply)
                     call.response(response)
                     return response
             except ProviderError as exc:

@@ -22,17 +22,20 @@ __all__ = ["StepProbe", "execution_detail", "execution_summary", "load_execution
 class StepProbe:
     """Times one model step and notes its failed attempts; ``finish`` writes its record."""
 
-    __slots__ = ("attempts", "started", "trace_id", "ttft")
+    __slots__ = ("attempts", "call", "started", "trace_id", "ttft")
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
         self.ttft: float | None = None
         self.attempts: list[dict[str, Any]] | None = None
         self.trace_id: str | None = None
+        self.call: Any = None
 
     def first_token(self) -> None:
         if self.ttft is None:
             self.ttft = time.perf_counter() - self.started
+            if self.call is not None:
+                self.call.first_token()
 
     def failed(self, model: Any, error: BaseException) -> None:
         """A call that failed before the one that answered (a fallback followed)."""
@@ -41,7 +44,9 @@ class StepProbe:
         self.attempts.append({"model": model.name, "provider": model.provider, "error": str(error)[:500]})
 
     def traced(self, call: Any) -> None:
-        """Keep the trace id of the call's span, when tracing made one."""
+        """Follow the observed call (its first token is this step's), and keep the trace id
+        of its span, when tracing made one."""
+        self.call = call
         span = getattr(call, "span", None)
         if span is not None and self.trace_id is None:
             ctx = span.get_span_context()

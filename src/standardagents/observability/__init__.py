@@ -61,8 +61,8 @@ class _Nothing:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def provider(self, provider: Any) -> Any:
-        return provider
+    def first_token(self) -> None:
+        return None
 
     def response(self, response: Any) -> None:
         return None
@@ -122,8 +122,8 @@ def step() -> None:
 def model_call(model: Any, request: Any, fallback_from: Any = None) -> Any:
     """A context manager around one model call: ``chat {model}`` span, duration, tokens.
 
-    Inside, ``.provider(p)`` returns the provider to call (timed for the first token) and
-    ``.response(r)`` records the reply."""
+    Inside, ``.first_token()`` marks the first streamed delta (the engine sees it anyway, so
+    the model's stream is not wrapped) and ``.response(r)`` records the reply."""
     probe = _probe.get()
     return NOTHING if probe is None else probe.model_call(model, request, fallback_from)
 

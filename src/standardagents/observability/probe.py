@@ -162,35 +162,6 @@ class ExecutionProbe:
         span.end()
 
 
-class _Timed:
-    """A provider whose streams report when their first delta arrives."""
-
-    def __init__(self, provider: Any, call: _ModelCall) -> None:
-        self._provider = provider
-        self._call = call
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._provider, name)
-
-    async def request(self, request: Any) -> Any:
-        return await self._provider.request(request)
-
-    async def stream(self, request: Any) -> Any:
-        inner = self._provider.stream(request)
-        first = True
-        try:
-            async for delta in inner:
-                if first:
-                    first = False
-                    self._call.first_token()
-                yield delta
-        finally:
-            # closed when the turn stops reading: the model's stream must close at once too
-            close = getattr(inner, "aclose", None)
-            if close is not None:
-                await close()
-
-
 class _ModelCall:
     """One model call: the ``chat {model}`` span (current while it runs) and its figures."""
 
@@ -242,11 +213,9 @@ class _ModelCall:
         self._token = _context.attach(_trace.set_span_in_context(span))
         return self
 
-    def provider(self, provider: Any) -> Any:
-        return _Timed(provider, self) if self.model.stream else provider
-
     def first_token(self) -> None:
-        self.ttft = time.perf_counter() - self._started
+        if self.ttft is None:
+            self.ttft = time.perf_counter() - self._started
 
     def response(self, response: Any) -> None:
         self.reply = response

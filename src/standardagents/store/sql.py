@@ -44,9 +44,12 @@ T = TypeVar("T")
 
 #: how long an operation keeps retrying while another process holds SQLite's write lock
 SQLITE_LOCK_WAIT = 10.0
-#: write transactions between two background checkpoints (a step's commit adds a few WAL pages)
-CHECKPOINT_COMMITS = 250
-#: the longest the checkpointer waits between two looks at the WAL
+#: write transactions between two background checkpoints: a step's commit adds about six WAL
+#: pages, so the WAL stays near SQLite's own default threshold; checkpointing more often
+#: copies the same hot pages again and again for nothing
+CHECKPOINT_COMMITS = 600
+#: the longest the checkpointer waits between two looks at the WAL (it checkpoints only when
+#: something was written since its last checkpoint)
 CHECKPOINT_INTERVAL = 1.0
 
 
@@ -65,8 +68,9 @@ def _is_busy(exc: BaseException) -> bool:
 class _Checkpointer:
     """Checkpoints a SQLite file's WAL from a background thread on its own connection, so
     the fsyncs of a checkpoint never run on the event loop (the store's own connection has
-    automatic checkpoints off). It runs every ``CHECKPOINT_INTERVAL`` seconds, or sooner when
-    the store reports ``CHECKPOINT_COMMITS`` commits; PASSIVE mode never blocks writers."""
+    automatic checkpoints off). It runs every ``CHECKPOINT_INTERVAL`` seconds when something
+    was written, or sooner when the store reports ``CHECKPOINT_COMMITS`` commits; PASSIVE mode
+    never blocks writers."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -78,8 +82,7 @@ class _Checkpointer:
 
     def wrote(self) -> None:
         self._commits += 1
-        if self._commits >= CHECKPOINT_COMMITS:
-            self._commits = 0
+        if self._commits == CHECKPOINT_COMMITS:
             self._wake.set()
 
     def _loop(self) -> None:
@@ -90,6 +93,11 @@ class _Checkpointer:
             while not self._stop.is_set():
                 self._wake.wait(CHECKPOINT_INTERVAL)
                 self._wake.clear()
+                if not self._commits:
+                    continue
+                # commits counted after this point wait for the next round (a lost increment
+                # of the unlocked counter only delays a checkpoint)
+                self._commits = 0
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 except sqlite3.Error:
