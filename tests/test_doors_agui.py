@@ -12,7 +12,17 @@ from typing import Any
 
 import httpx
 import pytest
-from ag_ui.core import Event, EventType, RunAgentInput, UserMessage
+from ag_ui.core import (
+    AssistantMessage,
+    Event,
+    EventType,
+    FunctionCall,
+    RunAgentInput,
+    Tool,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from pydantic import TypeAdapter
 
 from server_fixtures import Actors, LiveServer, serve_app, write_project
@@ -22,8 +32,23 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "doors-agui.md"
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
 
-def _extra(stub_url: str) -> dict[str, str]:
+def _extra(stub_url: str, scripted_url: str) -> dict[str, str]:
     return {
+        "agents/agents/booker.py": """
+            from standardagents import define_agent
+            booker = define_agent(name="booker", type="ai_human", description="Books with the user's say-so.",
+                                  side_a={"prompt": "booker_prompt", "stop_on_response": True})
+        """,
+        "agents/prompts/booker_prompt.py": """
+            from standardagents import define_prompt
+            booker_prompt = define_prompt(name="booker_prompt", prompt="You book trips.", model="scripted",
+                                          tools=["add"])
+        """,
+        "agents/models/scripted.py": f"""
+            from standardagents import define_model
+            scripted = define_model(name="scripted", provider="openai", model="stub-model",
+                                    base_url={scripted_url!r}, max_retries=0)
+        """,
         "agents/agents/guarded.py": """
             from standardagents import define_agent
             guarded = define_agent(name="guarded", type="ai_human", description="Wipes with permission.",
@@ -84,8 +109,14 @@ def refusing_stub() -> Any:
 
 
 @pytest.fixture
-def project_dir(tmp_path: Path, refusing_stub: OpenAIStub) -> Path:
-    return write_project(tmp_path / "project", _extra(refusing_stub.base_url))
+def scripted() -> Any:
+    with OpenAIStub() as s:
+        yield s
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path, refusing_stub: OpenAIStub, scripted: OpenAIStub) -> Path:
+    return write_project(tmp_path / "project", _extra(refusing_stub.base_url, scripted.base_url))
 
 
 def _input(thread: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -202,8 +233,17 @@ async def test_refusals_come_before_the_stream(client: httpx.AsyncClient, actors
     assert bad.status_code == 422 and "RunAgentInput" in bad.json()["error"]["message"]
     bad_id = await client.post("/ag-ui/helper", json=_input("no spaces allowed", "hi"), headers=actors.auth("alice"))
     assert bad_id.status_code == 422
-    tools = _input("t-tools", "hi", tools=[{"name": "x", "description": "y", "parameters": {}}])
-    assert (await client.post("/ag-ui/helper", json=tools, headers=actors.auth("alice"))).status_code == 422
+    # a front-end tool named like one of the agent's own tools: refused before anything runs
+    tools = _input("t-tools", "hi", tools=[{"name": "add", "description": "y", "parameters": {}}])
+    clash = await client.post("/ag-ui/helper", json=tools, headers=actors.auth("alice"))
+    assert clash.status_code == 400 and "'add'" in clash.json()["error"]["message"]
+    assert (await client.get("/api/threads/t-tools", headers=actors.auth("alice"))).status_code == 404
+    twice = _input("t-tools", "hi", tools=[{"name": "x", "description": "y", "parameters": {}}] * 2)
+    assert (await client.post("/ag-ui/helper", json=twice, headers=actors.auth("alice"))).status_code == 400
+    stray = _input("t-alice", "", messages=[{"id": "r1", "role": "tool", "toolCallId": "call_nobody_waits",
+                                             "content": "yes"}])
+    answer = await client.post("/ag-ui/helper", json=stray, headers=actors.auth("alice"))
+    assert answer.status_code == 422 and "call_nobody_waits" in answer.json()["error"]["message"]
 
 
 @pytest.fixture
@@ -239,3 +279,69 @@ async def test_the_docs_example_runs(live: LiveServer) -> None:
     lines = out.decode().splitlines()
     assert lines[0] == "RUN_STARTED" and lines[-1] == "RUN_FINISHED"
     assert "TOOL_CALL_RESULT" in lines
+
+
+async def test_the_front_end_tools_example_runs(live: LiveServer) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    code = next(b for b in blocks if "ToolMessage" in b)
+    env = {**os.environ, "STANDARDAGENTS_URL": live.base_url, "STANDARDAGENTS_TOKEN": live.token}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[:3] == ["waiting: waiting client_tools", "same execution: True", "status: complete"]
+    assert lines[3]  # the offline model's summary of the calls' results
+
+
+CONFIRM = Tool(name="confirm_trip", description="Ask the user to confirm a trip.",
+               parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+
+
+def _snapshots(events: list[Any]) -> list[dict[str, Any]]:
+    return [e.snapshot for e in events if e.type == EventType.STATE_SNAPSHOT]
+
+
+async def test_front_end_tools_pause_the_run_and_their_results_continue_it(
+        client: httpx.AsyncClient, actors: Actors, scripted: OpenAIStub) -> None:
+    scripted.queue(StubReply(tool_calls=[("confirm_trip", '{"city":"Paris"}')]), "Booked Paris.")
+    ask = UserMessage(id="u1", role="user", content="Book Paris")
+    first = RunAgentInput(thread_id="t-trip", run_id="r1", state={}, tools=[CONFIRM], context=[],
+                          forwarded_props={}, messages=[ask])
+    events = await _run(client, "booker", first.model_dump(by_alias=True, exclude_none=True), actors.auth("alice"))
+    assert [t["function"]["name"] for t in scripted.requests[0]["tools"]] == ["add", "confirm_trip"]
+    start = next(e for e in events if e.type == EventType.TOOL_CALL_START)
+    assert start.tool_call_name == "confirm_trip"
+    args = "".join(e.delta for e in events if e.type == EventType.TOOL_CALL_ARGS and e.tool_call_id == start.tool_call_id)
+    assert args == '{"city":"Paris"}'
+    assert not [e for e in events if e.type == EventType.TOOL_CALL_RESULT]
+    assert events[-1].type == EventType.RUN_FINISHED and events[-1].outcome.type == "success"
+    opening, closing = _snapshots(events)
+    assert events[1].type == EventType.STATE_SNAPSHOT and events[-2].type == EventType.STATE_SNAPSHOT
+    execution = events[-1].metadata["executionId"]
+    assert opening == {"threadId": "t-trip", "agent": "booker", "executionId": execution, "status": "running"}
+    assert closing["status"] == "waiting" and closing["waitingFor"] == "client_tools"
+    # the wait is durable: the execution is stored as waiting
+    stored = (await client.get("/api/threads/t-trip/executions", headers=actors.auth("alice"))).json()
+    assert [(e["id"], e["status"]) for e in stored["executions"]] == [(execution, "waiting")]
+    # the next run carries the tool result: the same execution goes on
+    call = ToolCall(id=start.tool_call_id, type="function",
+                    function=FunctionCall(name="confirm_trip", arguments='{"city":"Paris"}'))
+    second = RunAgentInput(thread_id="t-trip", run_id="r2", state={}, tools=[CONFIRM], context=[],
+                           forwarded_props={}, messages=[
+                               ask, AssistantMessage(id="a1", role="assistant", tool_calls=[call]),
+                               ToolMessage(id="tm1", role="tool", content="confirmed", tool_call_id=call.id)])
+    resumed = await _run(client, "booker", second.model_dump(by_alias=True, exclude_none=True),
+                         actors.auth("alice"))
+    assert resumed[-1].type == EventType.RUN_FINISHED and resumed[-1].outcome.type == "success"
+    assert resumed[-1].metadata["executionId"] == execution
+    assert not [e for e in resumed if getattr(e, "tool_call_id", None) == call.id]  # the client knows that call
+    assert "".join(e.delta for e in resumed if e.type == EventType.TEXT_MESSAGE_CONTENT) == "Booked Paris."
+    assert scripted.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": call.id, "content": "confirmed"}
+    final = _snapshots(resumed)[-1]
+    assert final["status"] == "complete" and final["executionId"] == execution
+    assert final["usage"]["total_tokens"] > 0
+    # the same results again: nothing waits for them any more
+    again = await client.post("/ag-ui/booker", json=second.model_dump(by_alias=True, exclude_none=True),
+                              headers=actors.auth("alice"))
+    assert again.status_code == 422

@@ -7,6 +7,13 @@ The thread keeps the history, so only the last user message of ``messages`` is s
 ends with exactly one ``RUN_FINISHED`` (``outcome`` success, ``interrupt`` for an approval
 pause, ``cancelled``) or ``RUN_ERROR``. Models come from the ``ag-ui-protocol`` package
 (``pip install 'standardagents[agui]'``).
+
+The input's ``tools`` are front-end tools, i.e. client tools (engine/client_tools): the
+agent's model sees them beside its own tools; a call of one is streamed as
+``TOOL_CALL_START/ARGS/END`` and the run finishes while the execution waits durably. A run
+whose ``messages`` end with the ``tool`` messages answering those calls continues that same
+execution. A ``STATE_SNAPSHOT`` opens and closes every run: the thread, agent, execution,
+its status (and what it waits for), and at the end its usage and typed value.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ...engine.client_tools import ClientToolError, ClientTools, client_tools
+from ...engine.output import to_jsonable
 from ...events import Event
 from ...records import new_id
 from ..auth import authenticate
@@ -55,6 +64,42 @@ def _last_user_text(run_input: Any) -> str | None:
     return None
 
 
+def _front_end_tools(run_input: Any) -> ClientTools | None:
+    """The input's front-end tools as the turn's client tools (None when it sends none)."""
+    if not run_input.tools:
+        return None
+    schemas = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                 "parameters": t.parameters or {"type": "object", "properties": {}}}}
+               for t in run_input.tools]
+    return client_tools(schemas)
+
+
+def _tool_results(run_input: Any) -> dict[str, str]:
+    """The trailing ``tool`` messages of the input (the answers to front-end tool calls):
+    call id -> result text (an ``error`` is reported to the model as such)."""
+    out: dict[str, str] = {}
+    for message in reversed(run_input.messages):
+        if getattr(message, "role", None) != "tool":
+            break
+        error = getattr(message, "error", None)
+        out[message.tool_call_id] = f"error: {error}" if error else str(message.content or "")
+    return dict(reversed(out.items()))
+
+
+def _status(done: dict[str, Any]) -> dict[str, Any]:
+    """An execution's status in the snapshot, from its ``done`` event."""
+    outcome, stop = done.get("outcome"), done.get("stopReason")
+    if outcome == "client_tool_calls":
+        return {"status": "waiting", "waitingFor": "client_tools"}
+    if outcome == "approval_required":
+        return {"status": "waiting", "waitingFor": "approval"}
+    if stop == "cancelled":
+        return {"status": "cancelled"}
+    if stop == "error" or outcome in ("error", "model_error"):
+        return {"status": "failed"}
+    return {"status": "complete"}
+
+
 class _Translator:
     """Turns one execution's bus events into AG-UI events, keeping text messages, tool
     calls and steps properly opened and closed."""
@@ -69,6 +114,11 @@ class _Translator:
         self.step_open = False
         self.errors: list[str] = []
         self.pending: list[dict[str, Any]] = []
+        #: front-end calls the client already knows (and answered): not streamed again
+        self.answered: set[str] = set()
+        #: the front-end tools' names: their calls are streamed once the run ends, under the
+        #: ids the results must carry (the model's own ids may be replaced by unique ones)
+        self.front_end: set[str] = set()
 
     def _open_step(self) -> list[BaseEvent]:
         if self.step_open:
@@ -103,6 +153,9 @@ class _Translator:
                 self.text = message_id
                 out.append(core.TextMessageStartEvent(message_id=message_id, role="assistant"))
             out.append(core.TextMessageContentEvent(message_id=message_id, delta=str(data["delta"])))
+        elif event.type in ("tool_call_started", "tool_call_done") and (
+                data.get("id") in self.answered or (event.type == "tool_call_started" and data.get("name") in self.front_end)):
+            pass
         elif event.type == "tool_call_started" and data.get("id"):
             out += self._open_step() + self._close_text()
             call = str(data["id"])
@@ -136,10 +189,27 @@ class _Translator:
             self.pending.append(dict(data))
         return out
 
-    def finish(self, done: Event | None) -> list[BaseEvent]:
+    def client_calls(self, calls: list[dict[str, Any]]) -> list[BaseEvent]:
+        """The front-end tool calls the run ends with: each opened (unless the model's stream
+        opened it already), given its arguments and closed; the client runs them."""
         core = self.core
-        out = self.close_all()
+        out = self._close_text()
+        for call in calls:
+            call_id = str(call["id"])
+            if call_id not in self.tools:
+                out.append(core.ToolCallStartEvent(tool_call_id=call_id, tool_call_name=str(call["name"])))
+            self.tools.discard(call_id)
+            if call.get("arguments"):
+                out.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=str(call["arguments"])))
+            out.append(core.ToolCallEndEvent(tool_call_id=call_id))
+        return out
+
+    def finish(self, done: Event | None, snapshot: dict[str, Any]) -> list[BaseEvent]:
+        core = self.core
         data = done.data if done is not None else {}
+        out = self.client_calls(list(data.get("toolCalls") or [])) if data.get("outcome") == "client_tool_calls" else []
+        out += self.close_all()
+        out.append(core.StateSnapshotEvent(snapshot=snapshot))
         stop, outcome = data.get("stopReason"), data.get("outcome")
         meta = {"executionId": data.get("executionId")}
         if done is None or stop == "error" or outcome in ("error", "model_error"):
@@ -176,13 +246,19 @@ async def run_agent(request: Request) -> Response:
     except Exception as exc:  # pydantic's ValidationError: one line per problem
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])  # type: ignore[attr-defined]
         raise ApiError(422, f"not an AG-UI RunAgentInput: {problems}") from None
-    if run_input.tools:
-        raise ApiError(422, "front-end tools are not supported by this door yet: send 'tools': []")
     server = server_of(request)
     rt = server.runtime
     agent = request.path_params["agent"]
     from ..api import _keep
 
+    try:
+        client = _front_end_tools(run_input)
+        if client is not None:
+            await _check_client_tools(rt, agent, client)
+    except ClientToolError as exc:
+        raise ApiError(400, f"front-end tools: {exc}", code="invalid_tools") from None
+    results = _tool_results(run_input)
+    answered: set[str] = set()
     if run_input.resume:
         # the answers to an interrupt: decide the paused calls; the same execution goes on
         try:
@@ -190,6 +266,14 @@ async def run_agent(request: Request) -> Response:
         except DoorError as exc:
             raise ApiError(exc.status, exc.message) from None
         turn = await _resume(request, rt, thread, run_input.resume)
+    elif results:
+        # the answers to front-end tool calls: the execution waiting for them goes on
+        try:
+            thread = await open_thread(rt, caller, agent, run_input.thread_id, "ag-ui")
+        except DoorError as exc:
+            raise ApiError(exc.status, exc.message) from None
+        turn = await _continue(rt, thread, results, client)
+        answered = set(results)
     else:
         text = _last_user_text(run_input)
         if text is None:
@@ -198,15 +282,22 @@ async def run_agent(request: Request) -> Response:
             thread = await open_thread(rt, caller, agent, run_input.thread_id, "ag-ui", create=True)
         except DoorError as exc:
             raise ApiError(exc.status, exc.message) from None
-        turn = await start_turn(rt, thread, text)
+        try:
+            turn = await start_turn(rt, thread, text, client_tools=client)
+        except ClientToolError as exc:
+            raise ApiError(400, f"front-end tools: {exc}", code="invalid_tools") from None
     _keep(request, turn.task)
     translator = _Translator(core, thread.id, run_input.run_id)
+    translator.answered = answered
+    translator.front_end = client.names if client is not None else set()
+    base = {"threadId": thread.id, "agent": agent, "executionId": turn.execution_id}
 
     async def frames() -> AsyncIterator[bytes]:
         ended = False
         try:
             yield _sse(core.RunStartedEvent(thread_id=thread.id, run_id=run_input.run_id,
                                             metadata={"executionId": turn.execution_id}))
+            yield _sse(core.StateSnapshotEvent(snapshot={**base, "status": "running"}))
             done: Event | None = None
             async for event in turn_events(turn.sub, turn.task, rt, thread.id, turn.execution_id):
                 if event.type == "done" and event.data.get("executionId") == turn.execution_id:
@@ -215,7 +306,13 @@ async def run_agent(request: Request) -> Response:
                 for out in translator.translate(event):
                     yield _sse(out)
             ended = True
-            for out in translator.finish(done):
+            snapshot = {**base, **_status(done.data if done is not None else {"stopReason": "error"})}
+            result = await _result_of(turn.task)
+            if result is not None:
+                snapshot["usage"] = result.usage
+                if result.value is not None:
+                    snapshot["value"] = to_jsonable(result.value)
+            for out in translator.finish(done, snapshot):
                 yield _sse(out)
         finally:
             if not ended:
@@ -224,6 +321,39 @@ async def run_agent(request: Request) -> Response:
                 _keep(request, stopper)
 
     return sse_response(frames(), headers={"X-Thread-Id": thread.id}, on_close=turn.sub.close)
+
+
+async def _check_client_tools(rt: Any, agent: str, client: ClientTools) -> None:
+    """Refuse front-end tools named like one of the agent's tools before anything is stored."""
+    entry = rt.registry.find("agents", agent)
+    if entry is not None:
+        await rt.check_client_tools(await rt.registry.aget("agents", entry.name, entry.package), entry.package, client)
+
+
+async def _result_of(task: asyncio.Task[Any]) -> Any:
+    """The execution's result once its ``done`` was seen (None when it failed or was cancelled)."""
+    try:
+        return await asyncio.shield(task)
+    except Exception:
+        return None
+
+
+async def _continue(rt: Any, thread: Any, results: dict[str, str], client: ClientTools | None) -> Turn:
+    """Submit the results of the front-end calls the thread's execution waits for and follow it."""
+    waiting = await rt.waiting_for_tool_results(list(results), thread.id)
+    if waiting is None:
+        raise ApiError(422, f"no run of thread {thread.id!r} waits for the results of the tool calls "
+                            f"{sorted(results)}: end 'messages' with a user message to start a new run")
+    sub = rt.subscribe(thread.id, reasoning=False)
+    try:
+        task = await rt.submit_tool_results(waiting.id, results, client_tools=client)
+    except ClientToolError as exc:
+        sub.close()
+        raise ApiError(422, str(exc), code="invalid_tool_results") from None
+    except BaseException:
+        sub.close()
+        raise
+    return Turn(thread, waiting.id, task, sub)
 
 
 async def _resume(request: Request, rt: Any, thread: Any, entries: list[Any]) -> Turn:
