@@ -30,6 +30,7 @@ from ..store.base import UserRecord
 from ..store.checks import INT64_MAX, check_text
 from .auth import authenticate, caller_dict, require_thread
 from .errors import ApiError, JSONResponse, read_json
+from .forks import fork_thread, rename_thread
 from .openapi import openapi_document
 from .state import server_of
 from .streams import (
@@ -638,6 +639,8 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{p}/threads", create_thread, methods=["POST"]),
         Route(t, get_thread, methods=["GET"]),
         Route(t, delete_thread, methods=["DELETE"]),
+        Route(t, rename_thread, methods=["PATCH"]),
+        Route(f"{t}/fork", fork_thread, methods=["POST"]),
         Route(f"{t}/messages", list_messages, methods=["GET"]),
         Route(f"{t}/executions", list_executions, methods=["GET"]),
         Route(f"{p}/executions/{{execution_id}}", get_execution, methods=["GET"]),

@@ -101,7 +101,15 @@ def openapi_document(prefix: str) -> dict[str, Any]:
         },
         t: {"get": _op("Get a thread", params=[_THREAD_ID], errors=thread_op),
             "delete": _op("Delete a thread (a turn running on any worker is stopped first; 409 when it does not stop)",
-                          params=[_THREAD_ID], ok={"204": ()}, errors=(*thread_op, 409))},
+                          params=[_THREAD_ID], ok={"204": ()}, errors=(*thread_op, 409)),
+            "patch": _op("Rename a thread (title null clears it)", params=[_THREAD_ID], errors=thread_op,
+                         body={"type": "object", "required": ["title"], "properties": {
+                             "title": {"type": ["string", "null"], "maxLength": 200}}})},
+        f"{t}/fork": {"post": _op(
+            "Fork a thread: a new thread of the same agent, owned by the caller, with copies of the messages "
+            "up to and including messageId", params=[_THREAD_ID], ok={"201": json_}, errors=thread_op,
+            body={"type": "object", "required": ["messageId"], "properties": {
+                "messageId": {"type": "string"}, "title": {"type": ["string", "null"], "maxLength": 200}}})},
         f"{t}/messages": {
             "get": _op("List messages", params=[_THREAD_ID, *_PAGE, _flag("include_silent")], errors=(*thread_op, 422)),
             "post": _op("Send a message: 202 with the execution id, SSE with stream=true, the result with wait=true",
