@@ -1,0 +1,288 @@
+// The conversation: message bubbles (markdown), tool cards, approvals, and a turn's live events.
+import { api, openStream, readSSE, sendStreaming } from "./api.js";
+import { renderMarkdown } from "./markdown.js";
+import { $, positionOf, remember, showError, state } from "./state.js";
+
+const box = $("messages");
+const bubbles = new Map();   // message id -> element
+const texts = new Map();     // message id -> raw markdown (streamed chunks are appended here)
+const cards = new Map();     // tool call id -> element
+const pending = new Set();   // bubbles whose markdown is re-rendered on the next frame
+const listeners = { turnEnded: [], fork: null };
+
+export function onTurnEnded(fn) { listeners.turnEnded.push(fn); }
+export function onFork(fn) { listeners.fork = fn; }
+
+export function clearChat() {
+  note = "";
+  bubbles.clear(); texts.clear(); cards.clear(); pending.clear();
+  box.replaceChildren();
+}
+
+let quiet = false;            // while a whole thread is drawn, scrolling waits for the end
+function scroll() { if (!quiet) box.scrollTop = box.scrollHeight; }
+
+// Draw a thread's stored messages in one go (one layout and one scroll at the end).
+export function renderAll(messages) {
+  quiet = true;
+  try { messages.forEach(renderMessage); } finally { quiet = false; }
+  scroll();
+}
+
+let note = "";                // what the status shows once the turn ended ("stopped")
+
+export function setBusy(busy) {
+  if (busy) note = "";
+  $("send").disabled = busy;
+  $("stop").disabled = !busy;
+  $("status").textContent = busy ? "replying…" : note;
+}
+
+function flush() {
+  for (const id of pending) {
+    const el = bubbles.get(id);
+    if (el) renderMarkdown(el.querySelector(".msg-body"), texts.get(id));
+  }
+  pending.clear();
+  scroll();
+}
+
+function bubble(id, role, text, side) {
+  let el = id ? bubbles.get(id) : null;
+  if (!el) {
+    el = document.createElement("div");
+    el.className = `msg ${role}`;
+    el.dataset.role = role;
+    if (side) {
+      el.dataset.side = side;
+      el.dataset.sideLabel = (state.sideLabels.get(state.thread?.agent_id) || {})[side] || `Side ${side.toUpperCase()}`;
+    }
+    const body = document.createElement("div");
+    body.className = "msg-body";
+    el.appendChild(body);
+    if (id) { el.dataset.id = id; bubbles.set(id, el); actions(el, id, role); }
+    box.appendChild(el);
+  }
+  if (text !== undefined && text !== null) {
+    texts.set(id, text);
+    renderMarkdown(el.querySelector(".msg-body"), text);
+  }
+  scroll();
+  return el;
+}
+
+// Edit (a user message) and regenerate (a reply) both fork the thread: see forkPoint.
+function actions(el, id, role) {
+  if (role !== "user" && role !== "assistant") return;
+  const row = document.createElement("div");
+  row.className = "msg-actions";
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = role === "user" ? "edit" : "regenerate";
+  button.setAttribute("aria-label", role === "user" ? "Edit and resend as a fork" : "Regenerate as a fork");
+  button.title = button.getAttribute("aria-label");
+  button.addEventListener("click", () => (role === "user" ? startEdit(id) : regenerate(id)).catch(showError));
+  row.appendChild(button);
+  el.appendChild(row);
+}
+
+function text(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function prettyArgs(args) {
+  if (typeof args !== "string") return text(args);
+  try { return JSON.stringify(JSON.parse(args)); } catch (_) { return args; }
+}
+
+// One card per tool call, with the same parts live and after a reload: name, state,
+// arguments and (once done) the result or the error.
+function toolCard(id, name, status, { args, detail } = {}) {
+  let el = cards.get(id);
+  if (!el) {
+    el = document.createElement("div");
+    el.className = "tool-card";
+    el.dataset.toolCall = id;
+    el.innerHTML = '<span class="tool-state"></span><div class="tool-name"></div>'
+      + '<div class="tool-args"></div><div class="tool-detail"></div>';
+    cards.set(id, el);
+    box.appendChild(el);
+  }
+  el.classList.remove("running", "done", "failed", "waiting");
+  el.classList.add(status);
+  el.dataset.state = status;
+  el.querySelector(".tool-name").textContent = name;
+  el.querySelector(".tool-state").textContent = status;
+  if (args !== undefined) el.querySelector(".tool-args").textContent = prettyArgs(args);
+  if (detail !== undefined) el.querySelector(".tool-detail").textContent = text(detail);
+  scroll();
+  return el;
+}
+
+export function renderMessage(m) {
+  remember(m);
+  if (m.role === "user") bubble(m.id, "user", m.content || "");
+  else if (m.role === "assistant") {
+    if (m.content) bubble(m.id, "assistant", m.content, m.side);
+    for (const call of m.tool_calls || []) {
+      if (!cards.has(call.id)) toolCard(call.id, call.function.name, "running", { args: call.function.arguments, detail: "" });
+    }
+  } else if (m.role === "tool" && m.tool_call_id) {
+    toolCard(m.tool_call_id, m.name || "tool", m.tool_status === "error" ? "failed" : "done", { detail: m.content });
+  }
+}
+
+// What the running turn has spent so far (from its usage events), shown when it ends.
+const turnUsage = { tokens: 0, cost: null, priced: true, seen: false };
+
+function usageLine(tokens, cost) {
+  const el = document.createElement("div");
+  el.className = "turn-usage";
+  const spent = cost === null || cost === undefined ? "cost unknown" : `$${Number(cost).toFixed(4)}`;
+  el.textContent = `${tokens} tokens · ${spent}`;
+  box.appendChild(el);
+  scroll();
+}
+
+export function onEvent(event) {
+  const d = event.data || {};
+  switch (event.type) {
+    case "usage":
+      turnUsage.seen = true;
+      turnUsage.tokens += (d.usage || {}).total_tokens || 0;
+      if (d.cost === null || d.cost === undefined) turnUsage.priced = false;
+      turnUsage.cost = d.executionCost ?? turnUsage.cost;
+      break;
+    case "message_created":
+      if (!d.message) break;
+      remember(d.message);
+      if (d.message.role !== "tool" && !(d.message.role === "assistant" && !d.message.content)) renderMessage(d.message);
+      break;
+    case "message_chunk": {
+      const id = d.messageId;
+      bubble(id, "assistant", undefined, d.side);
+      texts.set(id, (texts.get(id) || "") + (d.delta || ""));
+      if (!pending.size) requestAnimationFrame(flush);
+      pending.add(id);
+      break;
+    }
+    case "message_updated":
+      if (!d.message) break;
+      remember(d.message);
+      if (d.message.role === "assistant" && d.message.content) bubble(d.message.id, "assistant", d.message.content, d.message.side);
+      break;
+    case "tool_call_started":
+      toolCard(d.id, d.name, "running", { args: d.arguments, detail: d.progress ? String(d.progress) : "" });
+      break;
+    case "tool_call_done":
+      toolCard(d.id, d.name, d.status === "error" ? "failed" : "done", { args: d.arguments, detail: d.error || d.result });
+      break;
+    case "approval.request":
+      approvalCard(d);
+      break;
+    case "guardrail":
+      showError(`Stopped by the ${d.kind} guardrail ${d.guardrail}` + (d.info ? `: ${JSON.stringify(d.info)}` : ""));
+      break;
+    case "error":
+      showError(d.message);
+      break;
+    case "done":
+      if (d.outcome === "cancelled" || d.stopReason === "cancelled") { note = "stopped"; $("status").textContent = note; }
+      if (turnUsage.seen) usageLine(turnUsage.tokens, turnUsage.priced ? turnUsage.cost : null);
+      Object.assign(turnUsage, { tokens: 0, cost: null, priced: true, seen: false });
+      for (const fn of listeners.turnEnded) fn(d);
+      break;
+  }
+}
+
+// A call waiting for a person: approve or deny it; the same turn then continues, followed live.
+function approvalCard(d) {
+  const args = JSON.stringify(d.arguments);
+  const el = toolCard(d.id, d.tool, "waiting", { args, detail: args });
+  if (el.querySelector(".approval")) return;
+  const row = document.createElement("div");
+  row.className = "approval";
+  for (const [label, approved] of [["Approve", true], ["Deny", false]]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = label;
+    button.className = approved ? "approve" : "deny";
+    button.addEventListener("click", () => decide(d, approved, row));
+    row.appendChild(button);
+  }
+  el.appendChild(row);
+}
+
+async function decide(d, approved, row) {
+  row.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+  const thread = state.thread.id;
+  const controller = new AbortController();
+  state.streaming = controller;
+  setBusy(true);
+  try {
+    const stream = await openStream(thread, controller.signal);
+    await api(`/threads/${thread}/approvals`, { method: "POST", json: { token: d.token, approved } });
+    row.remove();
+    toolCard(d.id, d.tool, approved ? "running" : "failed", approved ? {} : { detail: "denied" });
+    await readSSE(stream, (event) => {
+      onEvent(event);
+      if (event.type === "done" && (event.data || {}).executionId === d.executionId) controller.abort();
+    });
+  } catch (err) {
+    if (err.name !== "AbortError") { showError(err); row.querySelectorAll("button").forEach((b) => { b.disabled = false; }); }
+  } finally {
+    state.streaming = null;
+    setBusy(false);
+  }
+}
+
+export async function send(content) {
+  showError(null);
+  state.streaming = new AbortController();
+  setBusy(true);
+  try {
+    const response = await sendStreaming(state.thread.id, content, state.streaming.signal);
+    await readSSE(response, onEvent);
+  } catch (err) {
+    if (err.name !== "AbortError") showError(err);
+  } finally {
+    state.streaming = null;
+    setBusy(false);
+  }
+}
+
+export async function stop() {
+  if (!state.thread || !state.streaming) return;
+  try { await api(`/threads/${state.thread.id}/stop`, { method: "POST" }); } catch (err) { showError(err); }
+}
+
+// -- forks: edit-and-resend and regenerate --------------------------------------------------
+async function startEdit(id) {
+  const message = state.messages.find((m) => m.id === id);
+  if (!message) return;
+  state.editing = message;
+  $("input").value = message.content || "";
+  $("editing").hidden = false;
+  $("input").focus();
+}
+
+export function cancelEdit() {
+  state.editing = null;
+  $("editing").hidden = true;
+}
+
+// Regenerating a reply resends the user message it answered, in a fork kept up to before it.
+async function regenerate(id) {
+  const at = positionOf(id);
+  for (let i = at; i >= 0; i -= 1) {
+    const m = state.messages[i];
+    if (m.role === "user") { await listeners.fork(m, m.content || ""); return; }
+  }
+}
+
+// The last message a fork keeps when ``message`` is replaced (null: nothing before it).
+export function forkPoint(message) {
+  const at = positionOf(message.id);
+  return at > 0 ? state.messages[at - 1].id : null;
+}

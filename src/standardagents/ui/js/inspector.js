@@ -1,0 +1,188 @@
+// The inspector: each turn of the open thread as a timeline of its steps (model calls and the
+// tool calls they asked for), with tokens, cost and latency on each, from the executions API.
+//
+// Bars are laid out from the recorded durations: a model call starts where the previous
+// step's tools ended, its waiting part (time to first token) is drawn apart from its streaming
+// part, and the tool calls it asked for start together when it ends (they run in parallel).
+import { api } from "./api.js";
+import { $, showError, state } from "./state.js";
+
+const panel = $("inspector");
+const turnsBox = $("inspector-turns");
+const detail = $("inspector-detail");
+let loaded = [];   // execution details of the open thread, oldest first
+
+export function isOpen() { return !panel.hidden; }
+
+export function toggle(open = panel.hidden) {
+  panel.hidden = !open;
+  $("inspector-toggle").setAttribute("aria-pressed", String(open));
+  document.body.classList.toggle("inspecting", open);
+  if (open) refresh().catch(showError);
+}
+
+function ms(v) {
+  if (v === null || v === undefined) return "–";
+  return v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${Math.round(v)} ms`;
+}
+function usd(v) { return v === null || v === undefined ? "cost unknown" : `$${Number(v).toFixed(4)}`; }
+function tokens(u) { return (u && u.total_tokens) || 0; }
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+export async function refresh() {
+  const thread = state.thread;
+  if (!thread) { turnsBox.replaceChildren(); $("inspector-totals").textContent = "No thread"; return; }
+  const { executions } = await api(`/threads/${thread.id}/executions`);
+  const details = await Promise.all(executions.map((e) => api(`/executions/${e.id}`)));
+  if (state.thread?.id !== thread.id) return;
+  loaded = details;
+  draw();
+}
+
+export function clear() {
+  loaded = [];
+  turnsBox.replaceChildren();
+  detail.replaceChildren();
+  $("inspector-totals").textContent = "";
+}
+
+function draw() {
+  const total = loaded.reduce((a, e) => a + tokens(e.usage), 0);
+  const priced = loaded.every((e) => e.cost !== null && e.cost !== undefined);
+  const cost = loaded.reduce((a, e) => a + (e.cost || 0), 0);
+  const totals = $("inspector-totals");
+  totals.textContent = `${loaded.length} turns · ${total} tokens · ${priced ? usd(cost) : "cost unknown"}`;
+  totals.dataset.tokens = String(total);
+  totals.dataset.cost = priced ? String(cost) : "";
+  turnsBox.replaceChildren(...loaded.map(turn));
+}
+
+// Start and length (ms) of each bar of a turn, from the recorded durations.
+export function layout(execution) {
+  const bars = [];
+  let cursor = 0;
+  for (const step of execution.steps) {
+    const latency = step.latencyMs || 0;
+    bars.push({ kind: "model", step, start: cursor, length: latency, wait: Math.min(step.ttftMs ?? latency, latency) });
+    cursor += latency;
+    let longest = 0;
+    for (const call of step.toolCalls) {
+      const length = call.durationMs || 0;
+      bars.push({ kind: "tool", step, call, start: cursor, length });
+      longest = Math.max(longest, length);
+    }
+    cursor += longest;
+  }
+  return { bars, span: Math.max(cursor, 1) };
+}
+
+function turn(execution, index) {
+  const section = el("section", "turn");
+  section.dataset.executionId = execution.id;
+  const head = el("header", "turn-head");
+  head.append(el("strong", null, `Turn ${index + 1}`), el("span", `badge ${execution.status}`, execution.status));
+  const figures = el("span", "turn-figures",
+    `${ms(execution.durationMs)} · ${tokens(execution.usage)} tokens · ${usd(execution.cost)}`);
+  figures.dataset.tokens = String(tokens(execution.usage));
+  figures.dataset.cost = execution.cost === null || execution.cost === undefined ? "" : String(execution.cost);
+  head.append(figures);
+  section.append(head);
+  if (execution.traceId) section.append(el("div", "trace", `trace ${execution.traceId}`));
+  const { bars, span } = layout(execution);
+  const chart = el("div", "timeline");
+  chart.setAttribute("role", "list");
+  for (const bar of bars) chart.append(row(bar, span));
+  section.append(chart);
+  for (const error of execution.errors || []) section.append(el("div", "turn-error", `${error.code}: ${error.message || ""}`));
+  return section;
+}
+
+function row(bar, span) {
+  const line = el("div", `row ${bar.kind}`);
+  line.setAttribute("role", "listitem");
+  const button = el("button", `bar ${bar.kind}`);
+  button.type = "button";
+  button.style.left = `${(bar.start / span) * 100}%`;
+  button.style.width = `${Math.max((bar.length / span) * 100, 0.5)}%`;
+  let label; let figures;
+  if (bar.kind === "model") {
+    const s = bar.step;
+    label = `${s.model || "model"}${s.side ? ` (side ${s.side})` : ""}`;
+    figures = `${tokens(s.usage)} tok · ${usd(s.cost)} · ${ms(s.latencyMs)}`;
+    Object.assign(button.dataset, { stepIndex: String(s.index), tokens: String(tokens(s.usage)),
+      cost: s.cost === null || s.cost === undefined ? "" : String(s.cost), latencyMs: String(s.latencyMs ?? "") });
+    const wait = el("span", "wait");
+    wait.style.width = `${bar.length ? (bar.wait / bar.length) * 100 : 0}%`;
+    button.append(wait);
+    button.setAttribute("aria-label", `Model call ${label}: ${figures}`);
+    button.addEventListener("click", () => showStep(s));
+  } else {
+    const c = bar.call;
+    label = `↳ ${c.name}`;
+    figures = `${c.status || "?"} · ${ms(c.durationMs)}`;
+    Object.assign(button.dataset, { toolCall: c.id, durationMs: String(c.durationMs ?? ""), status: c.status || "" });
+    button.setAttribute("aria-label", `Tool call ${c.name}: ${figures}`);
+    button.addEventListener("click", () => showTool(c));
+  }
+  const track = el("div", "track");
+  track.append(button);
+  line.append(el("span", "row-label", label), track, el("span", "row-figures", figures));
+  return line;
+}
+
+function fields(pairs) {
+  const dl = el("dl");
+  for (const [k, v] of pairs) {
+    if (v === undefined || v === null || v === "") continue;
+    dl.append(el("dt", null, k), el("dd", null, typeof v === "string" ? v : JSON.stringify(v)));
+  }
+  return dl;
+}
+
+function preview(id) {
+  const m = state.messages.find((x) => x.id === id);
+  if (!m) return id;
+  const text = (m.content || (m.tool_calls ? `tool calls: ${m.tool_calls.map((c) => c.function.name).join(", ")}` : "")).slice(0, 120);
+  return `${m.role}: ${text}`;
+}
+
+function showStep(s) {
+  const u = s.usage || {};
+  const sent = s.sent || {};
+  const reply = state.messages.find((m) => m.id === s.messageId);
+  detail.replaceChildren(el("h3", null, `Step ${s.index + 1}: model call`), fields([
+    ["provider", s.provider], ["model", s.model], ["answered by", s.responseModel], ["finish", s.finishReason],
+    ["latency", ms(s.latencyMs)], ["first token", s.ttftMs === null || s.ttftMs === undefined ? null : ms(s.ttftMs)],
+    ["tokens", `${u.prompt_tokens ?? 0} in · ${u.completion_tokens ?? 0} out · ${u.total_tokens ?? 0} total`],
+    ["cost", usd(s.cost)],
+  ]), el("h4", null, "Request"), fields([
+    ["messages sent", sent.count], ["first", sent.first ? preview(sent.first) : null],
+    ["last", sent.last ? preview(sent.last) : null], ["tools offered", (s.tools || []).join(", ") || "none"],
+  ]), el("h4", null, "Reply"), el("pre", "reply", reply ? (reply.content || "(tool calls only)") : s.messageId));
+  if (s.attempts && s.attempts.length) {
+    detail.append(el("h4", null, "Failed attempts"),
+      fields(s.attempts.map((a, i) => [`#${i + 1} ${a.provider}/${a.model}`, a.error])));
+  }
+  detail.dataset.showing = "step";
+}
+
+function showTool(c) {
+  let args = c.arguments;
+  try { args = JSON.stringify(JSON.parse(c.arguments), null, 2); } catch (_) { /* as sent */ }
+  detail.replaceChildren(el("h3", null, `Tool call: ${c.name}`), fields([
+    ["status", c.status], ["duration", ms(c.durationMs)], ["id", c.id],
+    ["repaired", c.repaired ? "yes" : "no"],
+  ]), el("h4", null, "Arguments"), el("pre", "args", args));
+  if (c.repairNotes && c.repairNotes.length) {
+    detail.append(el("h4", null, "Repairs"), el("pre", "repairs", c.repairNotes.map((n) => (typeof n === "string" ? n : JSON.stringify(n))).join("\n")));
+  }
+  detail.append(el("h4", null, c.error ? "Error" : "Result"),
+    el("pre", "result", typeof (c.error || c.result) === "string" ? (c.error || c.result) : JSON.stringify(c.error || c.result, null, 2)));
+  detail.dataset.showing = "tool";
+}

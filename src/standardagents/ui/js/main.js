@@ -1,0 +1,146 @@
+// The web app's entry: wires the thread list, the chat, the inspector and the theme together.
+import { api } from "./api.js";
+import * as chat from "./chat.js";
+import * as inspector from "./inspector.js";
+import { $, forget, showError, state } from "./state.js";
+import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
+
+const PAGE = 500;
+
+async function loadAgents() {
+  const { agents } = await api("/agents");
+  state.agents = agents;
+  const select = $("agent-select");
+  const filter = $("filter-agent");
+  select.replaceChildren();
+  filter.replaceChildren(new Option("All agents", ""));
+  for (const a of agents) {
+    const option = new Option(a.name, a.name);
+    option.title = a.description || "";
+    state.sideLabels.set(a.name, a.sides || {});
+    select.appendChild(option);
+    filter.appendChild(new Option(a.name, a.name));
+  }
+}
+
+// All of a thread's messages: the first page says how many there are, the rest come at once.
+async function allMessages(id) {
+  const first = await api(`/threads/${id}/messages?limit=${PAGE}`);
+  const pages = [];
+  for (let offset = PAGE; offset < first.total; offset += PAGE) {
+    pages.push(api(`/threads/${id}/messages?limit=${PAGE}&offset=${offset}`));
+  }
+  return [first, ...(await Promise.all(pages))].flatMap((p) => p.messages);
+}
+
+async function openThread(id) {
+  chat.cancelEdit();
+  chat.clearChat();
+  inspector.clear();
+  forget();
+  state.thread = null;
+  if (!id) { $("thread-title").textContent = "No thread"; markActive(); return; }
+  const [thread, messages] = await Promise.all([api(`/threads/${id}`), allMessages(id)]);
+  state.thread = thread;
+  $("thread-title").textContent = titleOf(thread);
+  chat.renderAll(messages);
+  chat.setBusy(false);
+  markActive();
+  document.body.classList.remove("show-sidebar");
+  if (inspector.isOpen()) await inspector.refresh();
+}
+
+async function newThread(agent = $("agent-select").value, title = undefined) {
+  const thread = await api("/threads", { method: "POST", json: title ? { agent, title } : { agent } });
+  await loadThreads();
+  await openThread(thread.id);
+  $("input").focus();
+  return thread;
+}
+
+// Edit-and-resend and regenerate: a fork keeps the history before ``message``, then ``content`` is sent there.
+async function resendAsFork(message, content) {
+  const source = state.thread;
+  const keep = chat.forkPoint(message);
+  const title = `${titleOf(source)} (fork)`;
+  if (keep) {
+    const fork = await api(`/threads/${source.id}/fork`, { method: "POST", json: { messageId: keep, title } });
+    await loadThreads();
+    await openThread(fork.id);
+  } else {
+    await newThread(source.agent_id, title);
+  }
+  await chat.send(content);
+}
+chat.onFork(resendAsFork);
+onOpen(openThread);
+chat.onTurnEnded(() => {
+  loadThreads().catch(showError);
+  if (inspector.isOpen()) inspector.refresh().catch(showError);
+});
+
+$("composer").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const text = $("input").value.trim();
+  if (!text || state.streaming) return;
+  $("input").value = "";
+  try {
+    if (state.editing) {
+      const message = state.editing;
+      chat.cancelEdit();
+      await resendAsFork(message, text);
+      return;
+    }
+    if (!state.thread) await newThread();
+    await chat.send(text);
+  } catch (err) { showError(err); }
+});
+$("input").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("composer").requestSubmit(); }
+});
+document.addEventListener("keydown", (e) => {
+  if (e.key !== "Escape") return;
+  if (state.streaming) chat.stop();
+  else if (state.editing) chat.cancelEdit();
+});
+$("stop").addEventListener("click", () => chat.stop());
+$("edit-cancel").addEventListener("click", () => chat.cancelEdit());
+$("new-thread").addEventListener("click", () => newThread().catch(showError));
+$("inspector-toggle").addEventListener("click", () => inspector.toggle());
+$("inspector-close").addEventListener("click", () => inspector.toggle(false));
+$("sidebar-open").addEventListener("click", () => document.body.classList.add("show-sidebar"));
+$("sidebar-close").addEventListener("click", () => document.body.classList.remove("show-sidebar"));
+$("token-save").addEventListener("click", () => {
+  localStorage.setItem("sa-token", $("token-input").value.trim());
+  start();
+});
+
+// Theme: the system's preference unless the toggle chose one (remembered in localStorage).
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+$("theme-toggle").addEventListener("click", () => {
+  const dark = document.documentElement.dataset.theme
+    ? document.documentElement.dataset.theme === "dark"
+    : matchMedia("(prefers-color-scheme: dark)").matches;
+  const next = dark ? "light" : "dark";
+  localStorage.setItem("sa-theme", next);
+  applyTheme(next);
+});
+applyTheme(localStorage.getItem("sa-theme"));
+wireFilters();
+
+async function start() {
+  $("send").disabled = true;
+  try {
+    showError(null);
+    await loadAgents();
+    await loadThreads();
+    $("send").disabled = false;
+  } catch (err) {
+    showError(err);
+    $("token-box").open = true;
+  }
+}
+start();
