@@ -29,6 +29,17 @@ from a2a.types import (
 
 from server_fixtures import LiveServer, serve_app, write_project
 from test_doors_mcp import EXTRA
+from test_server_workers import (
+    _admin_token,
+    _free_port,
+    _start_server,
+    _stop_server,
+    _wait_ready,
+    _Workers,
+    database,
+)
+
+__all__ = ["database"]  # the PostgreSQL database fixture of the workers tests
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "doors-a2a.md"
 
@@ -212,3 +223,95 @@ async def test_the_docs_example_runs(server: LiveServer) -> None:
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     assert "TASK_STATE_COMPLETED" in out.decode()
+
+
+async def test_tasks_outlive_the_server_that_ran_them(tmp_path: Path) -> None:
+    """Tasks are kept in the store: after a restart on the same database a client reads
+    them, continues the one waiting for input and cancels another."""
+    project = write_project(tmp_path / "project", EXTRA)
+    database = f"sqlite+aiosqlite:///{tmp_path / 'kept.db'}"
+    first_run = serve_app(project, database)
+    first = next(first_run)
+    try:
+        async with _client(first, "helper", streaming=False) as client:
+            done, _ = await _last_task(client, _message("add please"))
+        async with _client(first, "guarded", streaming=False) as client:
+            paused, _ = await _last_task(client, _message("wipe"))
+            other, _ = await _last_task(client, _message("wipe again"))
+    finally:
+        first_run.close()
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert paused.status.state == other.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    second_run = serve_app(project, database)
+    second = next(second_run)
+    again = LiveServer(second.base_url, first.token, first.user_id, second.runtime)  # the same caller
+    try:
+        async with _client(again, "helper", streaming=False) as client:
+            read = await client.get_task(GetTaskRequest(id=done.id))
+            assert read.status.state == TaskState.TASK_STATE_COMPLETED and read.context_id == done.context_id
+            assert get_artifact_text(read.artifacts[0]) == get_artifact_text(done.artifacts[0])
+        async with _client(again, "guarded", streaming=False) as client:
+            waiting = await client.get_task(GetTaskRequest(id=paused.id))
+            assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            resumed, _ = await _last_task(client, _message("yes", context=paused.context_id, task=paused.id))
+            assert resumed.id == paused.id and resumed.status.state == TaskState.TASK_STATE_COMPLETED
+            canceled = await client.cancel_task(CancelTaskRequest(id=other.id))
+            assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+            assert (await client.get_task(GetTaskRequest(id=other.id))).status.state == TaskState.TASK_STATE_CANCELED
+        # another caller does not see them
+        async with httpx.AsyncClient(base_url=second.base_url, headers=second.headers) as http:
+            answer = await http.post("/a2a/helper", json={"jsonrpc": "2.0", "id": "1", "method": "tasks/get",
+                                                          "params": {"id": done.id}})
+        assert answer.json()["error"]["code"] == -32001
+    finally:
+        second_run.close()
+
+
+async def test_tasks_answer_on_any_of_two_workers_on_postgresql(database: str, tmp_path: Path) -> None:
+    """``serve --workers 2`` on PostgreSQL: a task running on one worker is read, followed
+    and cancelled through the other."""
+    project = write_project(tmp_path / "project", EXTRA)
+    token = await _admin_token(database)
+    port = _free_port()
+    proc = _start_server(project, port, database, dict(os.environ))
+    base_url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    workers = _Workers(base_url, headers)
+
+    async def pinned(pid: str) -> Any:
+        http = await workers.on(pid)
+        return await create_client(f"{base_url}/a2a/slow", client_config=ClientConfig(httpx_client=http))
+
+    try:
+        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
+            await _wait_ready(http)
+        one, two = await workers.discover()
+        runner, reader, watcher = await pinned(one), await pinned(two), await pinned(two)
+        stream = runner.send_message(_message("wait"))
+        task_id = None
+        async for response in stream:
+            if response.HasField("status_update") and response.status_update.status.message.parts and \
+                    response.status_update.status.message.parts[0].text == "calling wait_forever":
+                task_id = response.status_update.task_id
+                break
+        assert task_id is not None
+        seen = await reader.get_task(GetTaskRequest(id=task_id))
+        assert seen.status.state == TaskState.TASK_STATE_WORKING
+        watched = watcher.subscribe(SubscribeToTaskRequest(id=task_id))
+        first = await anext(watched)
+        assert first.task.id == task_id and first.task.status.state == TaskState.TASK_STATE_WORKING
+        canceled = await reader.cancel_task(CancelTaskRequest(id=task_id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        # the follower on the other worker sees the task end (as a status update or the task)
+        states = [r.status_update.status.state if r.HasField("status_update") else r.task.status.state
+                  async for r in watched if r.HasField("status_update") or r.HasField("task")]
+        assert states[-1] == TaskState.TASK_STATE_CANCELED
+        await stream.aclose()
+        # the cancel asked the worker running the turn to stop it (through the relay) and waited
+        thread = (await workers.request(one, "GET", f"/api/threads/{seen.context_id}")).json()
+        assert thread["running"] is False
+        executions = (await workers.request(two, "GET", f"/api/threads/{seen.context_id}/executions")).json()
+        assert [e["status"] for e in executions["executions"]] == ["cancelled"]
+    finally:
+        await workers.aclose()
+        _stop_server(proc)

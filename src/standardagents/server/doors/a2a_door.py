@@ -12,7 +12,8 @@
   denies with the text as the reason) and the same execution continues.
 
 Bearer tokens and dev mode as the REST API; a caller sees only its own threads and tasks.
-Tasks are kept in memory by this process (the thread and its messages are in the store).
+Tasks are kept in the store (see a2a_tasks): ``tasks/get``, ``tasks/cancel`` and
+``tasks/resubscribe`` answer on any worker and after a restart.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _sdk() -> Any:
     return a2a
 
 
-def _executor(rt: Runtime) -> Any:
+def _executor(rt: Runtime, following: set[str]) -> Any:
     from a2a.helpers.proto_helpers import get_data_parts, new_data_part, new_text_part
     from a2a.server.agent_execution import AgentExecutor
     from a2a.server.tasks import TaskUpdater
@@ -62,6 +63,13 @@ def _executor(rt: Runtime) -> Any:
         """Runs a turn for a task: starts it (or decides its approvals) and reports it."""
 
         async def execute(self, context: Any, event_queue: Any) -> None:
+            following.add(context.task_id)
+            try:
+                await self._execute(context, event_queue)
+            finally:
+                following.discard(context.task_id)
+
+        async def _execute(self, context: Any, event_queue: Any) -> None:
             caller: UserRecord = context.call_context.state[_CALLER_KEY]
             agent: str = context.call_context.state[_AGENT_KEY]
             task_id, context_id = context.task_id, context.context_id
@@ -212,7 +220,8 @@ def _dispatcher(request: Request, card: Any) -> Any:
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes.common import ServerCallContextBuilder
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-    from a2a.server.tasks import InMemoryTaskStore
+
+    from .a2a_tasks import BusTaskEventStream, StoreTaskStore
 
     class Caller(User):
         """An authenticated A2A user: the SDK scopes tasks by our user id."""
@@ -235,8 +244,10 @@ def _dispatcher(request: Request, card: Any) -> Any:
                                      state={_CALLER_KEY: caller, _AGENT_KEY: req.scope["state"][_AGENT_KEY],
                                             "headers": dict(req.headers)})
 
-    handler = DefaultRequestHandler(agent_executor=_executor(server.runtime), task_store=InMemoryTaskStore(),
-                                    agent_card=card)
+    following: set[str] = set()
+    handler = DefaultRequestHandler(agent_executor=_executor(server.runtime, following),
+                                    task_store=StoreTaskStore(server.runtime, following), agent_card=card,
+                                    event_stream=BusTaskEventStream(server.runtime))
     dispatcher = JsonRpcDispatcher(request_handler=handler, context_builder=Builder(), enable_v0_3_compat=True)
     server.extra["a2a_dispatcher"] = dispatcher
     return dispatcher
