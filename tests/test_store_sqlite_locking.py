@@ -7,6 +7,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 from standardagents.records import ThreadRecord
 from standardagents.store import SQLStore
 
@@ -48,3 +50,34 @@ async def test_a_write_waits_for_another_process_without_holding_the_event_loop(
         assert await holder.wait() == 0
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("yields", [True, False], ids=["server", "tight-loop"])
+async def test_the_wal_stays_bounded_under_a_steady_stream_of_commits(tmp_path: Path, monkeypatch, yields: bool) -> None:
+    from standardagents.store import sql
+
+    monkeypatch.setattr(sql, "CHECKPOINT_COMMITS", 50)
+    path = tmp_path / "busy.db"
+    wal = Path(f"{path}-wal")
+    store = SQLStore(f"sqlite:///{path}")
+    await store.open()
+    try:
+        thread = await store.create_thread(ThreadRecord(agent="helper"))
+        largest = 0
+        for i in range(2000):  # commits back to back, as a busy server (or a script) makes them
+            await store.set_env("thread", thread.id, f"k{i}", "x" * 200)
+            if yields:
+                await asyncio.sleep(0)
+            largest = max(largest, wal.stat().st_size)
+        # each commit adds two 4 KB pages: 2,000 of them make a WAL of 18 MB when it is never
+        # started over; checkpoints every 50 commits (at worst every 200) keep it under 3 MB
+        assert largest < 3 * 1024 * 1024, largest
+        assert await store.get_env("thread", thread.id, "k1999") == "x" * 200
+    finally:
+        await store.close()
+    reopened = SQLStore(f"sqlite:///{path}")
+    await reopened.open()
+    try:
+        assert len(await reopened.list_env("thread", thread.id)) == 2000
+    finally:
+        await reopened.close()

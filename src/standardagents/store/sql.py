@@ -5,15 +5,16 @@ them. SQLite runs inline on one connection per store (WAL, ``synchronous=NORMAL`
 a commit takes tens of microseconds and a thread hop would cost more than the write. What
 could hold the event loop is kept off it: the connection never waits for a lock (busy
 timeout 0) but retries with ``await asyncio.sleep`` backoff while another process writes,
-and WAL checkpoints (which fsync the database file) run on a background thread with a
-connection of their own. PostgreSQL runs on SQLAlchemy's async engine so network waits
-never block the event loop.
+and WAL checkpoints (which fsync the database file) run on a worker thread with a connection
+of their own (see :meth:`SQLStore._checkpoint`). PostgreSQL runs on SQLAlchemy's async
+engine so network waits never block the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -40,17 +41,16 @@ from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
 __all__ = ["DATABASE_URL_ENV", "SQLStore", "open_store", "resolve_url"]
 
 DATABASE_URL_ENV = "STANDARDAGENTS_DATABASE_URL"
+log = logging.getLogger("standardagents.store")
 T = TypeVar("T")
 
 #: how long an operation keeps retrying while another process holds SQLite's write lock
 SQLITE_LOCK_WAIT = 10.0
-#: write transactions between two background checkpoints: a step's commit adds about six WAL
-#: pages, so the WAL stays near SQLite's own default threshold; checkpointing more often
-#: copies the same hot pages again and again for nothing
+#: write transactions between two checkpoints: a step's commit adds about six WAL pages, so
+#: the WAL stays near SQLite's own default threshold (about 16 MB)
 CHECKPOINT_COMMITS = 600
-#: the longest the checkpointer waits between two looks at the WAL (it checkpoints only when
-#: something was written since its last checkpoint)
-CHECKPOINT_INTERVAL = 1.0
+#: a WAL file grown past this (bytes) is cut back to it when SQLite starts it over
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 class _Busy(Exception):
@@ -63,56 +63,6 @@ def _is_busy(exc: BaseException) -> bool:
         code = getattr(orig, "sqlite_errorcode", None)
         return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "database is locked" in str(orig)
     return False
-
-
-class _Checkpointer:
-    """Checkpoints a SQLite file's WAL from a background thread on its own connection, so
-    the fsyncs of a checkpoint never run on the event loop (the store's own connection has
-    automatic checkpoints off). It runs every ``CHECKPOINT_INTERVAL`` seconds when something
-    was written, or sooner when the store reports ``CHECKPOINT_COMMITS`` commits; PASSIVE mode
-    never blocks writers."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._commits = 0
-        self._thread = threading.Thread(target=self._loop, name="standardagents-sqlite-checkpoint", daemon=True)
-        self._thread.start()
-
-    def wrote(self) -> None:
-        self._commits += 1
-        if self._commits == CHECKPOINT_COMMITS:
-            self._wake.set()
-
-    def _loop(self) -> None:
-        conn: sqlite3.Connection | None = None
-        try:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=1000")
-            while not self._stop.is_set():
-                self._wake.wait(CHECKPOINT_INTERVAL)
-                self._wake.clear()
-                if not self._commits:
-                    continue
-                # commits counted after this point wait for the next round (a lost increment
-                # of the unlocked counter only delays a checkpoint)
-                self._commits = 0
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error:
-                    pass  # a busy database: the next round checkpoints
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error:
-            pass
-        finally:
-            if conn is not None:
-                conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(10)
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -178,7 +128,12 @@ class SQLStore:
         self._fast: SQLiteFastPath | None = None
         self._aengine: AsyncEngine | None = None
         self._lock = threading.Lock()
-        self._checkpointer: _Checkpointer | None = None
+        self._memory = False
+        self._writes = 0  # write transactions since the last checkpoint
+        self._checkpointing: asyncio.Task[None] | None = None
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        #: set while writes wait for the last part of a checkpoint (reads go on)
+        self._writes_paused: asyncio.Event | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -214,8 +169,9 @@ class SQLStore:
             # Never wait inside SQLite (that would hold the event loop): a taken write lock
             # is reported at once and the operation retried with an asynchronous backoff.
             cur.execute("PRAGMA busy_timeout=0")
-            # Checkpoints fsync the database file: they run on the checkpointer's thread.
+            # Checkpoints fsync the database file: they run on a worker thread (_checkpoint).
             cur.execute(f"PRAGMA wal_autocheckpoint={0 if not memory else 1000}")
+            cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             cur.execute("PRAGMA temp_store=MEMORY")
             cur.execute("PRAGMA cache_size=-16000")
             cur.close()
@@ -234,8 +190,8 @@ class SQLStore:
         except StoreError:
             self._close_sqlite()
             raise
-        if not memory:
-            self._checkpointer = _Checkpointer(str(Path(database).expanduser()))
+        self._memory = memory
+        self._writes = 0
 
     async def _open_postgres(self) -> None:
         connect_args: dict[str, Any] = {}
@@ -261,9 +217,9 @@ class SQLStore:
         self._aengine = engine
 
     def _close_sqlite(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-            self._checkpointer = None
+        if self._checkpoint_conn is not None:
+            self._checkpoint_conn.close()
+            self._checkpoint_conn = None
         if self._conn is not None:
             self._conn.close()
         if self._engine is not None:
@@ -273,6 +229,12 @@ class SQLStore:
     async def close(self) -> None:
         """Release connections; the store can be opened again."""
         if self.dialect == "sqlite":
+            task, self._checkpointing = self._checkpointing, None
+            if task is not None:
+                try:
+                    await task
+                except Exception:  # a failed checkpoint leaves the WAL to the next open
+                    pass
             with self._lock:
                 self._close_sqlite()
         elif self._aengine is not None:
@@ -306,8 +268,8 @@ class SQLStore:
                     conn.commit()
                 if dbapi.in_transaction:
                     dbapi.commit()
-                if write and self._checkpointer is not None:
-                    self._checkpointer.wrote()
+                if write:
+                    self._writes += 1
                 return result
             except BaseException as exc:
                 try:
@@ -341,10 +303,20 @@ class SQLStore:
         if self.dialect == "sqlite":
             if self._conn is None:
                 self._open_sqlite()
+            if write and self._writes_paused is not None:
+                await self._writes_paused.wait()
             try:
-                return self._run_sqlite(fn, args, write=write)
+                result = self._run_sqlite(fn, args, write=write)
             except _Busy:
-                return await self._run_sqlite_later(fn, args, write)
+                result = await self._run_sqlite_later(fn, args, write)
+            if self._writes >= CHECKPOINT_COMMITS and not self._memory:
+                if self._checkpointing is None:
+                    self._checkpointing = asyncio.get_running_loop().create_task(self._checkpoint())
+                elif self._writes >= 4 * CHECKPOINT_COMMITS:
+                    # the caller writes without ever letting the loop run the checkpoint task
+                    # (a script in a tight loop): checkpoint here, as SQLite itself would
+                    self._checkpoint_inline()
+            return result
         engine = self._aengine
         if engine is None:
             await self._open_postgres()
@@ -357,6 +329,49 @@ class SQLStore:
             raise
         except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"{fn.__name__} failed: {_reason(exc)}") from exc
+
+    async def _checkpoint(self) -> None:
+        """Copy the WAL into the database file without holding the event loop, and let
+        SQLite start the WAL over.
+
+        A checkpoint only copies the frames present when it starts, and SQLite starts the WAL
+        over only once every frame is copied: under a steady stream of commits a checkpoint
+        running beside them never catches up and the WAL grows without end. So it runs in two
+        parts on a worker thread with a connection of its own: first beside the commits (most
+        of the copying and the fsyncs), then with this store's writes waiting (reads go on)
+        for the few frames written meanwhile. The next write then starts the WAL over."""
+        try:
+            await asyncio.to_thread(self._checkpoint_passive)
+            paused = self._writes_paused = asyncio.Event()
+            try:
+                if await asyncio.to_thread(self._checkpoint_passive):
+                    self._writes = 0
+            finally:
+                self._writes_paused = None
+                paused.set()
+        except Exception as exc:  # the next checkpoint tries again
+            log.warning("SQLite checkpoint failed: %s", exc)
+        finally:
+            self._checkpointing = None
+
+    def _checkpoint_passive(self) -> bool:
+        """One PASSIVE checkpoint on the checkpoint connection; True when every frame was copied."""
+        conn = self._checkpoint_conn
+        if conn is None:
+            database = self._url.database or ""
+            conn = sqlite3.connect(str(Path(database).expanduser()), check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=1000")  # another process's checkpoint: wait for it here
+            self._checkpoint_conn = conn
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return not busy and frames == copied
+
+    def _checkpoint_inline(self) -> None:
+        with self._lock:
+            if self._dbapi is None:
+                return
+            busy, frames, copied = self._dbapi.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if not busy and frames == copied:
+            self._writes = 0
 
     async def _run_sqlite_later(self, fn: Callable[..., T], args: tuple[Any, ...], write: bool) -> T:
         """Retry an op another process's write lock turned away, sleeping asynchronously
