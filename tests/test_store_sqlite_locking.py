@@ -52,6 +52,10 @@ async def test_a_write_waits_for_another_process_without_holding_the_event_loop(
         await store.close()
 
 
+def _size(path: Path) -> int:
+    return path.stat().st_size
+
+
 @pytest.mark.parametrize("yields", [True, False], ids=["server", "tight-loop"])
 async def test_the_wal_stays_bounded_under_a_steady_stream_of_commits(tmp_path: Path, monkeypatch, yields: bool) -> None:
     from standardagents.store import sql
@@ -68,7 +72,7 @@ async def test_the_wal_stays_bounded_under_a_steady_stream_of_commits(tmp_path: 
             await store.set_env("thread", thread.id, f"k{i}", "x" * 200)
             if yields:
                 await asyncio.sleep(0)
-            largest = max(largest, wal.stat().st_size)
+            largest = max(largest, _size(wal))
         # each commit adds two 4 KB pages: 2,000 of them make a WAL of 18 MB when it is never
         # started over; checkpoints every 50 commits (at worst every 200) keep it under 3 MB
         assert largest < 3 * 1024 * 1024, largest
