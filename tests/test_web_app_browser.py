@@ -67,6 +67,15 @@ def _project(root: Path, stub_url: str) -> Path:
                                          "    '''Wait until stopped.'''\n"
                                          "    await asyncio.Event().wait()\n"
                                          "    return 'never'\n",
+        "agents/agents/guard.py": "from standardagents import define_agent\n"
+                                  "guard = define_agent(name='guard', side_a={'prompt': 'guard_prompt'})\n",
+        "agents/prompts/guard_prompt.py": "from standardagents import define_prompt\n"
+                                          "guard_prompt = define_prompt(name='guard_prompt', prompt='x', tools=['wipe'])\n",
+        "agents/tools/wipe.py": "from standardagents import define_tool\n"
+                                "@define_tool(needs_approval=True)\n"
+                                "def wipe(target: str) -> str:\n"
+                                "    '''Wipe a target.'''\n"
+                                "    return f'wiped {target}'\n",
     }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +129,7 @@ async def test_markdown_renders_and_nothing_from_a_reply_runs(browser: Any, app_
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     await page.goto(app_server.base_url + "/")
-    await expect(page.locator("#agent-select option")).to_have_count(3)
+    await expect(page.locator("#agent-select option")).to_have_count(4)
     await page.select_option("#agent-select", "writer")
     # Shift+Enter makes a new line; Enter sends
     await page.fill("#input", "write a <img src=y onerror=\"alert('user')\"> plan")
@@ -357,3 +366,28 @@ async def test_a_phone_sized_viewport_in_dark_mode(browser: Any, app_server: Any
     assert await page.evaluate(background) == "rgb(246, 247, 249)"
     await shot(page, "mobile-light")
     await context.close()
+
+
+async def test_a_denied_call_fails_its_card_and_the_turn_goes_on(browser: Any, app_server: Any) -> None:
+    from playwright.async_api import expect
+
+    page = await browser.new_page()
+    await page.goto(app_server.base_url + "/")
+    await page.select_option("#agent-select", "guard")
+    await page.fill("#input", "wipe the disk")
+    await page.press("#input", "Enter")
+    card = page.locator(".tool-card")
+    await expect(card).to_have_attribute("data-state", "waiting", timeout=15_000)
+    await expect(card.locator(".tool-args")).to_contain_text("wipe the disk")
+    await shot(page, "approval-waiting")
+    await card.locator("button.deny").click()
+    await expect(card).to_have_attribute("data-state", "failed", timeout=15_000)
+    await expect(page.locator(".msg.assistant")).to_have_count(1, timeout=15_000)
+    await expect(page.locator("#stop")).to_be_disabled(timeout=15_000)
+    await expect(card.locator(".approval")).to_have_count(0)
+    async with httpx.AsyncClient(base_url=app_server.base_url) as api:
+        thread_id = (await api.get("/api/threads")).json()["threads"][0]["id"]
+        messages = (await api.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+    results = [m for m in messages if m["role"] == "tool"]
+    assert len(results) == 1 and results[0]["tool_status"] == "error"
+    assert not any("wiped" in (m["content"] or "") for m in messages)

@@ -1,7 +1,9 @@
 // Markdown for model and user text: parsed by marked, then sanitized by DOMPurify, so no HTML
 // or script from a model or a user ever reaches the page; code blocks get a copy button.
 import { marked } from "../vendor/marked/marked.esm.js";
-import DOMPurify from "../vendor/dompurify/purify.es.js";
+import "../vendor/dompurify/purify.min.js";   // a UMD build: it defines globalThis.DOMPurify
+
+const DOMPurify = globalThis.DOMPurify;
 
 marked.use({ gfm: true, breaks: true });
 
