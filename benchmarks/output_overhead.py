@@ -7,9 +7,11 @@ the same turn, medians over many runs:
 * ``plain``: no output type, a model without prices (the answer is not parsed);
 * ``typed+cost``: ``output_type=Invoice`` (request shaping, validation of the answer) and a
   model priced from the genai-prices data on every step;
-* ``typed+cost+limits``: the same with usage limits checked before every request and tool call.
+* ``typed+cost+limits``: the same with usage limits checked before every request and tool call;
+* ``plain again``: ``plain`` once more, a control: its distance from ``plain`` is the noise.
 
-Usage: ``python benchmarks/output_overhead.py [--runs 200] [--rounds 9] [--k 10]``
+Usage: ``python benchmarks/output_overhead.py [--runs 200] [--rounds 8] [--k 10]`` (rounds: a multiple of
+four gives each variant each opening place equally often)
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ async def add(a: int, b: int) -> int:
 
 async def open_variant(variant: str, k: int, workdir: Path) -> tuple[Runtime, dict[str, Any]]:
     """A runtime on its own SQLite file for one variant, and the options of its calls."""
-    typed = variant != "plain"
+    typed = not variant.startswith("plain")
     model = (define_model(name="default", provider="openai", model="gpt-4o-mini", stream=False) if typed
              else define_model(name="default", provider="test", model="instant", stream=False))
     registry = build_registry(
@@ -95,7 +97,9 @@ async def open_variant(variant: str, k: int, workdir: Path) -> tuple[Runtime, di
 async def measure(variants: list[str], k: int, runs: int, workdir: Path) -> dict[str, tuple[float, float]]:
     """Median microseconds per step of each variant: wall time and this process's CPU time
     (the CPU figure is what other processes on a busy machine disturb least). The variants
-    take turns run by run, so a change in the machine's load weighs on all of them alike."""
+    take turns run by run, so a change in the machine's load weighs on all of them alike.
+    They are opened in the order given: where a runtime sits in memory and on disk moves
+    its figures by tens of percent, so rounds rotate that order (see ``amain``)."""
     opened = {v: await open_variant(v, k, workdir) for v in variants}
     wall: dict[str, list[int]] = {v: [] for v in variants}
     cpu: dict[str, list[int]] = {v: [] for v in variants}
@@ -114,7 +118,7 @@ async def measure(variants: list[str], k: int, runs: int, workdir: Path) -> dict
                 result = await rt.run("bench", "add 1 and 2", **options)
                 cpu[v].append(time.process_time_ns() - c0)
                 wall[v].append(time.perf_counter_ns() - t0)
-                typed = v != "plain"
+                typed = not v.startswith("plain")
                 assert result.stop_reason == "complete", result
                 assert (result.cost is not None) is typed and (result.value is not None) is typed
         gc.enable()
@@ -126,17 +130,19 @@ async def measure(variants: list[str], k: int, runs: int, workdir: Path) -> dict
 
 
 async def amain(args: argparse.Namespace) -> None:
-    variants = ["plain", "typed+cost", "typed+cost+limits"]
+    # "plain again" is the same turn as "plain": how far apart those two are is the noise floor
+    variants = ["plain", "plain again", "typed+cost", "typed+cost+limits"]
     rounds: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.rounds):
             workdir = Path(tmp) / f"r{i}"
             workdir.mkdir()
-            for v, figures in (await measure(variants, args.k, args.runs, workdir)).items():
+            order = variants[i % len(variants):] + variants[:i % len(variants)]  # each takes each place in turn
+            for v, figures in (await measure(order, args.k, args.runs, workdir)).items():
                 rounds[v].append(figures)
     print(f"Per-step cost of typed output + cost accounting (+ limits), K={args.k} tool steps + 1 answer, "
           f"SQLite file, Python {sys.version.split()[0]}; median of {args.rounds} rounds x {args.runs} runs, "
-          f"variants interleaved run by run")
+          f"variants interleaved run by run, their opening order rotated per round")
     base_wall = statistics.median(w for w, _ in rounds["plain"])
     base_cpu = statistics.median(c for _, c in rounds["plain"])
     for v in variants:

@@ -77,6 +77,7 @@ class UsageMeter:
         # the last request's messages and the estimate of each
         self._last: list[Any] = []
         self._costs: list[int] = []
+        self._total = 0
         self._tools: tuple[Any, int] | None = None
         # what earlier turns of the thread spent (the messages present when this turn began)
         self.prior_input = self.prior_output = 0
@@ -101,24 +102,32 @@ class UsageMeter:
 
     def _estimate(self, request: ModelRequest) -> int:
         """The request's input tokens, estimated; each message and the tool list are counted
-        once per turn. A request repeats the last one's messages and appends a few: the two
-        lists are compared position by position (identity, in C, not a Python loop), and only
-        the messages that differ or are new are estimated."""
+        once per turn. A step's request usually repeats the last one's messages and appends a
+        few: that is checked by one list comparison (in C; equal messages count the same), and
+        only the new ones are estimated. Otherwise the lists are compared position by position
+        and only the messages that differ are estimated again."""
         messages = request.messages
-        costs = self._costs
-        same = list(map(is_, messages, self._last))
-        if len(costs) > len(same):
-            del costs[len(same):]
-        i = -1
-        for _ in range(same.count(False)):  # usually one: the system message, made afresh
-            i = same.index(False, i + 1)
-            costs[i] = estimate_tokens(messages[i])
-        for message in messages[len(same):]:
-            costs.append(estimate_tokens(message))
-        # a copy: the caller may change its list; the messages are kept alive, so an id is not reused
+        last = self._last
+        kept = len(last)
+        if kept and len(messages) >= kept and messages[:kept] == last:
+            added = [estimate_tokens(m) for m in messages[kept:]]
+            self._costs.extend(added)
+            self._total += sum(added)
+        else:
+            costs = self._costs
+            same = list(map(is_, messages, last))
+            if len(costs) > len(same):
+                del costs[len(same):]
+            i = -1
+            for _ in range(same.count(False)):
+                i = same.index(False, i + 1)
+                costs[i] = estimate_tokens(messages[i])
+            for message in messages[len(same):]:
+                costs.append(estimate_tokens(message))
+            self._total = sum(costs)
+        # a copy: the caller may change its list; the messages stay alive, so an id is not reused
         self._last = list(messages)
-        self._costs = costs
-        total = sum(costs)
+        total = self._total
         tools = request.tools
         if tools:
             if self._tools is None or self._tools[0] is not tools:
