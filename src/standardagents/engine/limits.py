@@ -131,7 +131,7 @@ class UsageMeter:
         tools = request.tools
         if tools:
             if self._tools is None or self._tools[0] is not tools:
-                self._tools = (tools, estimate_tokens(json.dumps(tools, separators=(",", ":"))))
+                self._tools = _tools_estimate(tools)
             total += self._tools[1]
         return total
 
@@ -192,3 +192,18 @@ _SPENT: dict[str, Any] = {
 }
 _ESTIMATED = ("input_tokens", "total_tokens", "thread_input_tokens", "thread_total_tokens")
 _REACHED = ("output_tokens", "thread_output_tokens", "cost_usd", "thread_cost_usd")
+
+
+# the estimate of a tool list, by the list: a side's offered tools are one list shared by its
+# turns (see SideSetup.tools_at), so each is serialised once, not once per turn
+_TOOL_ESTIMATES: dict[int, tuple[Any, int]] = {}
+_TOOL_ESTIMATES_MAX = 256
+
+
+def _tools_estimate(tools: list[dict[str, Any]]) -> tuple[Any, int]:
+    known = _TOOL_ESTIMATES.get(id(tools))
+    if known is None or known[0] is not tools:
+        if len(_TOOL_ESTIMATES) >= _TOOL_ESTIMATES_MAX:
+            _TOOL_ESTIMATES.clear()
+        known = _TOOL_ESTIMATES[id(tools)] = (tools, estimate_tokens(json.dumps(tools, separators=(",", ":"))))
+    return known

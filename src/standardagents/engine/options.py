@@ -126,5 +126,25 @@ def _sampling(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return fields
 
 
+# limits given as a dict, validated once per distinct dict (a caller repeats its limits; the
+# definitions are frozen, so one instance serves every turn)
+_LIMITS: dict[Any, UsageLimits] = {}
+_LIMITS_MAX = 256
+
+
 def _limits(value: UsageLimits | dict[str, Any] | None) -> UsageLimits | None:
-    return usage_limits(value)
+    if not isinstance(value, dict):
+        return usage_limits(value)
+    try:
+        key: Any = tuple(sorted((k, type(v).__name__, v) for k, v in value.items()))
+        hash(key)
+    except TypeError:  # an unhashable value: validation says what is wrong with it
+        return usage_limits(value)
+    known = _LIMITS.get(key)
+    if known is None:
+        known = usage_limits(value)
+        if known is not None:
+            if len(_LIMITS) >= _LIMITS_MAX:
+                _LIMITS.clear()
+            _LIMITS[key] = known
+    return known
