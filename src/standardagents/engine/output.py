@@ -336,9 +336,13 @@ class OutputRun:
         if last is not None and last[0] == text:
             return last[1]
         try:
-            data = parse_json(text) if text.strip() else None
+            # most answers are the bare JSON: read at once, without looking for reasoning or fences
+            data = json.loads(text)
         except ValueError:
-            data = None
+            try:
+                data = parse_json(text) if text.strip() else None
+            except ValueError:
+                data = None
         result = None if data is None else self.spec.validate(data)
         self._last_check = (text, result)
         return result
