@@ -40,7 +40,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
 
 # Each line marked ``# E: <text>`` must get a mypy error containing <text>; no other line may.
 MISTAKES = '''
-from standardagents import (define_agent, define_controller, define_effect, define_hook, define_model,
+from standardagents import (define_a2a_agent, define_agent, define_controller, define_effect, define_hook, define_model,
                             define_prompt, define_thread_endpoint, define_tool)
 
 def handler(state: object, args: dict[str, object]) -> None: ...
@@ -64,13 +64,14 @@ h2 = define_hook(hook="after_create_mesage", id="h", execute=handler)  # E: defi
 e1 = define_effect("e", "d", {}, handler, max_atempts=2)  # E: Unexpected keyword argument "max_atempts"
 c1 = define_controller(handler, access="private")  # E: define_controller
 c2 = define_thread_endpoint(handler, {"acess": "public"})  # E: define_thread_endpoint
+r1 = define_a2a_agent("r", url="http://x/a2a/a", time_out=5)  # E: Unexpected keyword argument "time_out"
 '''
 
 CORRECT = '''
 from pydantic import BaseModel
 
-from standardagents import (SideFields, ToolDefinition, define_agent, define_controller, define_effect,
-                            define_hook, define_mcp_server, define_model, define_prompt,
+from standardagents import (SideFields, ToolDefinition, define_a2a_agent, define_agent, define_controller,
+                            define_effect, define_hook, define_mcp_server, define_model, define_prompt,
                             define_thread_endpoint, define_tool)
 
 
@@ -135,6 +136,7 @@ def summary(request: object, state: object) -> str:
 
 status = define_thread_endpoint(handler, {"access": "authenticated"})
 files = define_mcp_server("files", command="python", args=["-m", "server"], tools=["read"], prefix="fs")
+remote: ToolDefinition = define_a2a_agent("remote", url="http://x/a2a/helper", token_env="TOKEN", timeout=30)
 '''
 
 

@@ -8,6 +8,7 @@ PUBLIC = {
     # defining a project: every define_* a project file needs, with its typed fields
     "define_agent", "define_prompt", "define_model", "define_tool", "define_hook", "define_effect",
     "define_controller", "define_thread_endpoint", "define_mcp_server",
+    "define_a2a_agent",
     "AgentFields", "SideFields", "SessionToolFields", "PromptFields", "PromptToolFields", "ModelFields",
     "ToolOptions", "HookName", "EndpointAccess",
     # the definitions those functions return

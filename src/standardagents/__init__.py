@@ -6,6 +6,7 @@ threads against real model providers, durable storage, live events, and an HTTP 
 
 from __future__ import annotations
 
+from .a2a_agents import define_a2a_agent
 from .definitions import (
     AgentDefinition,
     AgentFields,
@@ -95,6 +96,7 @@ __all__ = [
     "Usage",
     "UsageLimits",
     "__version__",
+    "define_a2a_agent",
     "define_agent",
     "define_controller",
     "define_effect",
