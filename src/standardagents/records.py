@@ -8,8 +8,10 @@ Times are integer epoch milliseconds, as the spec's ``Date.now()`` values are.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -38,9 +40,37 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class _RandomIds:
+    """128-bit ids cut from one read of the OS's random source per 256 ids (a read per id is
+    a system call each time). Safe across threads: each slot of a pool is handed out once
+    (``next`` on a counter is atomic), and a forked child never reuses its parent's pool."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self) -> None:
+        self.pool: tuple[str, Iterator[int]] = ("", itertools.count(_POOL))
+
+    def take(self) -> str:
+        hexes, counter = self.pool
+        i = next(counter)
+        if i >= _POOL:
+            hexes = os.urandom(16 * _POOL).hex()
+            self.pool = (hexes, itertools.count(1))
+            i = 0
+        return hexes[i * 32:i * 32 + 32]
+
+    def forget(self) -> None:
+        self.pool = ("", itertools.count(_POOL))
+
+
+_POOL = 256
+_IDS = _RandomIds()
+os.register_at_fork(after_in_child=_IDS.forget)
+
+
 def new_id(prefix: str = "") -> str:
     """A new unique id (128 random bits, as a UUID4 has); the prefix only helps humans."""
-    return prefix + os.urandom(16).hex()
+    return prefix + _IDS.take()
 
 
 @dataclass(slots=True)
