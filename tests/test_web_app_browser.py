@@ -236,10 +236,15 @@ async def test_the_inspector_timeline_matches_the_executions_api(browser: Any, a
         listed = (await api.get(f"/api/threads/{thread_id}/executions")).json()["executions"]
     total = sum(e["usage"]["total_tokens"] for e in listed)
     await expect(page.locator("#inspector-totals")).to_have_attribute("data-tokens", str(total))
+    # and a turn that another client started
+    async with httpx.AsyncClient(base_url=app_server.base_url) as api:
+        done = await api.post(f"/api/threads/{thread_id}/messages?wait=true", json={"content": "from the API"})
+        assert done.status_code == 200, done.text
+    await expect(turns).to_have_count(3)
     # a tool card reads the same after a reload as it did live
     await page.reload()
     await page.locator("#thread-list .thread-name").first.click()
-    await expect(page.locator(".tool-card")).to_have_count(2)
+    await expect(page.locator(".tool-card")).to_have_count(3)
     assert await page.locator(".tool-card").first.evaluate("el => el.innerText") == live_card
 
 

@@ -4,7 +4,7 @@
 // Bars are laid out from the recorded durations: a model call starts where the previous
 // step's tools ended, its waiting part (time to first token) is drawn apart from its streaming
 // part, and the tool calls it asked for start together when it ends (they run in parallel).
-import { api } from "./api.js";
+import { api, openStream, readSSE } from "./api.js";
 import { $, showError, state } from "./state.js";
 
 const panel = $("inspector");
@@ -18,7 +18,25 @@ export function toggle(open = panel.hidden) {
   panel.hidden = !open;
   $("inspector-toggle").setAttribute("aria-pressed", String(open));
   document.body.classList.toggle("inspecting", open);
+  follow();
   if (open) refresh().catch(showError);
+}
+
+// While open, the inspector listens to the thread's events and reloads when any turn ends,
+// whoever started it (this page, another tab, the API).
+let following = null;   // {threadId, controller}
+
+export function follow() {
+  const wanted = !panel.hidden && state.thread ? state.thread.id : null;
+  if (following && following.threadId === wanted) return;
+  if (following) following.controller.abort();
+  following = null;
+  if (!wanted) return;
+  const controller = new AbortController();
+  following = { threadId: wanted, controller };
+  openStream(wanted, controller.signal)
+    .then((response) => readSSE(response, (event) => { if (event.type === "done") refresh().catch(showError); }))
+    .catch((err) => { if (err.name !== "AbortError") showError(err); });
 }
 
 function ms(v) {
@@ -35,7 +53,18 @@ function el(tag, cls, text) {
   return node;
 }
 
+let running = null;     // the refresh in flight; another one asked meanwhile runs after it
+let again = false;
+
 export async function refresh() {
+  if (running) { again = true; return running; }
+  running = (async () => {
+    do { again = false; await load(); } while (again);
+  })().finally(() => { running = null; });
+  return running;
+}
+
+async function load() {
   const thread = state.thread;
   if (!thread) { turnsBox.replaceChildren(); $("inspector-totals").textContent = "No thread"; return; }
   const { executions } = await api(`/threads/${thread.id}/executions`);
@@ -57,7 +86,7 @@ function draw() {
   const priced = loaded.every((e) => e.cost !== null && e.cost !== undefined);
   const cost = loaded.reduce((a, e) => a + (e.cost || 0), 0);
   const totals = $("inspector-totals");
-  totals.textContent = `${loaded.length} turns · ${total} tokens · ${priced ? usd(cost) : "cost unknown"}`;
+  totals.textContent = `${loaded.length} turn${loaded.length === 1 ? "" : "s"} · ${total} tokens · ${priced ? usd(cost) : "cost unknown"}`;
   totals.dataset.tokens = String(total);
   totals.dataset.cost = priced ? String(cost) : "";
   turnsBox.replaceChildren(...loaded.map(turn));

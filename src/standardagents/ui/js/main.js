@@ -39,7 +39,7 @@ async function openThread(id) {
   inspector.clear();
   forget();
   state.thread = null;
-  if (!id) { $("thread-title").textContent = "No thread"; markActive(); return; }
+  if (!id) { $("thread-title").textContent = "No thread"; markActive(); inspector.follow(); return; }
   const [thread, messages] = await Promise.all([api(`/threads/${id}`), allMessages(id)]);
   state.thread = thread;
   $("thread-title").textContent = titleOf(thread);
@@ -47,6 +47,7 @@ async function openThread(id) {
   chat.setBusy(false);
   markActive();
   document.body.classList.remove("show-sidebar");
+  inspector.follow();
   if (inspector.isOpen()) await inspector.refresh();
 }
 
@@ -74,10 +75,7 @@ async function resendAsFork(message, content) {
 }
 chat.onFork(resendAsFork);
 onOpen(openThread);
-chat.onTurnEnded(() => {
-  loadThreads().catch(showError);
-  if (inspector.isOpen()) inspector.refresh().catch(showError);
-});
+chat.onTurnEnded(() => loadThreads().catch(showError));
 
 $("composer").addEventListener("submit", async (e) => {
   e.preventDefault();
