@@ -259,3 +259,22 @@ async def test_example_assistant_calls_the_researcher_subagent_on_the_offline_mo
     [ref] = link.result["attachments"]
     parent = await quickstart.state(result.thread_id)
     assert await parent.read_file(ref["path"]) == await (await quickstart.state(link.child_thread_id)).read_file("notes.md")
+
+
+async def test_what_a_subagent_spent_is_reported_apart_from_the_parents_own_calls(stub, make_runtime):
+    full_research(stub)
+    rt = await make_runtime(*definitions(stub))
+    result = await rt.run("boss", "Research tides.")
+    [link] = await rt.store.list_subagents(result.thread_id)
+
+    async def spent(thread_id: str) -> tuple[int, int]:
+        calls = [m.usage for m in await rt.store.list_messages(thread_id) if m.role == "assistant" and m.usage]
+        return sum(u.prompt_tokens for u in calls), sum(u.completion_tokens for u in calls)
+
+    own, child = await spent(result.thread_id), await spent(link.child_thread_id)
+    assert own[0] > 0 and child[0] > 0
+    assert (result.usage["prompt_tokens"], result.usage["completion_tokens"]) == own
+    assert (result.subagent_usage["prompt_tokens"], result.subagent_usage["completion_tokens"]) == child
+    record = await rt.store.get_execution(result.execution_id)
+    assert record is not None and record.state["subagentUsage"] == result.subagent_usage
+    assert result.to_dict()["subagentUsage"] == result.subagent_usage

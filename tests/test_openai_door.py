@@ -24,6 +24,14 @@ _MORE_AGENTS = {
                                side_a={"prompt": "careful_prompt", "stop_on_response": True})
         offline = define_agent(name="offline", type="ai_human",
                                side_a={"prompt": "down_prompt", "stop_on_response": True})
+        boss = define_agent(name="boss", type="ai_human",
+                            side_a={"prompt": "boss_prompt", "stop_on_response": True})
+        scout = define_agent(name="scout", type="dual_ai", primary=False, expose_as_tool=True,
+                             tool_description="Look around and report.",
+                             max_session_turns=2,
+                             side_a={"prompt": "plain_prompt",
+                                     "session_stop": {"name": "deliver", "message_property": "summary"}},
+                             side_b={"prompt": "plain_prompt"})
     """,
     "agents/models/down.py": """
         from standardagents import define_model
@@ -34,6 +42,7 @@ _MORE_AGENTS = {
         from standardagents import define_prompt
         careful_prompt = define_prompt(name="careful_prompt", prompt="You are careful.", tools=["wipe"])
         down_prompt = define_prompt(name="down_prompt", prompt="x", model="down")
+        boss_prompt = define_prompt(name="boss_prompt", prompt="You delegate.", tools=["scout"])
     """,
     "agents/tools/more.py": """
         from standardagents import define_tool
@@ -180,6 +189,30 @@ def test_usage_sums_every_model_call_of_the_turn(door: LiveServer, stub: OpenAIS
         completion = client.chat.completions.create(model="helper", messages=[{"role": "user", "content": "add"}])
     assert completion.usage is not None
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (30, 12, 42)
+
+
+def test_what_subagents_spent_is_apart_from_the_turns_usage(door: LiveServer, stub: OpenAIStub) -> None:
+    def used(prompt: int, completion: int) -> dict[str, int]:
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    stub.queue(StubReply(tool_calls=[("scout", '{"message": "look"}')], usage=used(10, 2)),
+               StubReply(tool_calls=[("deliver", '{"summary": "found it"}')], usage=used(100, 20)),
+               StubReply(text="The scout found it.", usage=used(11, 3)))
+    with _sync(door) as client:
+        completion = client.chat.completions.create(model="boss", messages=[{"role": "user", "content": "go"}])
+    assert completion.choices[0].message.content == "The scout found it."
+    assert completion.usage is not None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (21, 5)
+    assert (completion.usage.model_extra or {})["subagents"] == used(100, 20)
+    stub.queue(StubReply(tool_calls=[("scout", '{"message": "look"}')], usage=used(10, 2)),
+               StubReply(tool_calls=[("deliver", '{"summary": "found it"}')], usage=used(100, 20)),
+               StubReply(text="Found again.", usage=used(11, 3)))
+    with _sync(door) as client:
+        response = client.responses.create(model="boss", input="go")
+    assert response.output_text == "Found again." and response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (21, 5)
+    apart = (response.usage.model_extra or {})["subagents"]
+    assert (apart["input_tokens"], apart["output_tokens"], apart["total_tokens"]) == (100, 20, 120)
 
 
 async def test_a_stream_ends_with_the_turns_usage_when_asked(door: LiveServer, stub: OpenAIStub) -> None:

@@ -189,6 +189,10 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
         execution.usage = {k: v for k, v in saved["usage"].items() if isinstance(v, int)}
     if isinstance(saved.get("cost"), int | float):
         execution.cost = float(saved["cost"])
+    if isinstance(saved.get("subagentUsage"), dict):
+        execution.subagent_usage = {k: v for k, v in saved["subagentUsage"].items() if isinstance(v, int)}
+    if isinstance(saved.get("subagentCost"), int | float):
+        execution.subagent_cost = float(saved["subagentCost"])
     record.state = {k: v for k, v in saved.items()
                     if k not in ("pending", "decisions", "clientCalls", "clientCallsAfter", "results", "waitingFor")}
     task = asyncio.current_task()

@@ -104,6 +104,9 @@ async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefiniti
     finally:
         runtime.bus.unrelay(thread.id)
         await flush_status(thread.id)
+    running = runtime._executions.get(parent.thread_id)
+    if running is not None:
+        running.add_subagent(result)
     payload = result.payload or {}
     text = payload.get("message") if result.payload is not None else result.text
     attachments = await _copy_attachments(runtime, parent, thread.id, child.name, payload.get("attachments") or [])

@@ -105,12 +105,17 @@ class ExecutionResult(Generic[OutputT]):
     usage: dict[str, int] = field(default_factory=dict)
     #: USD spent by the turn's model calls (None when no call had a known price)
     cost: float | None = None
+    #: what the subagents this turn ran spent (their own subagents included), apart from
+    #: ``usage`` and ``cost``, which count this thread's model calls only
+    subagent_usage: dict[str, int] = field(default_factory=dict)
+    subagent_cost: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "threadId": self.thread_id, "executionId": self.execution_id, "stopReason": self.stop_reason,
             "outcome": self.outcome, "text": self.text, "error": self.error, "stoppedBy": self.stopped_by,
             "value": to_jsonable(self.value), "payload": self.payload, "usage": self.usage, "cost": self.cost,
+            "subagentUsage": self.subagent_usage, "subagentCost": self.subagent_cost,
         }
 
 
@@ -133,6 +138,8 @@ class Execution:
         self.created: list[Message] = []
         self.last_text: str | None = None
         self.usage: dict[str, int] = {}
+        self.subagent_usage: dict[str, int] = {}
+        self.subagent_cost: float | None = None
         self.payload: dict[str, Any] | None = None
         self.value: Any = None
         self._partial: Message | None = None
@@ -221,14 +228,16 @@ class Execution:
         ex.stopped = True
         if paused is not None and ex.outcome == "client_tool_calls":
             result = ExecutionResult(self.thread_id, self.record.id, "interrupted", "client_tool_calls", self.last_text,
-                                     None, None, None, {"toolCalls": paused}, self.created, self.usage, self.cost)
+                                     None, None, None, {"toolCalls": paused}, self.created, self.usage, self.cost,
+                                     self.subagent_usage, self.subagent_cost)
             self.bus.emit("done", self.thread_id, {"stopReason": "interrupted", "executionId": self.record.id,
                                                    "outcome": "client_tool_calls", "error": None, "stoppedBy": None,
                                                    "toolCalls": paused, "text": self.last_text})
             return result
         if paused is not None:
             result = ExecutionResult(self.thread_id, self.record.id, "interrupted", "approval_required", self.last_text,
-                                     None, None, None, {"approvals": paused}, self.created, self.usage, self.cost)
+                                     None, None, None, {"approvals": paused}, self.created, self.usage, self.cost,
+                                     self.subagent_usage, self.subagent_cost)
             self.bus.emit("done", self.thread_id, {"stopReason": "interrupted", "executionId": self.record.id,
                                                    "outcome": "approval_required", "error": None, "stoppedBy": None,
                                                    "approvals": [{k: v for k, v in p.items() if k not in ("token", "stateToken")} for p in paused]})
@@ -246,7 +255,7 @@ class Execution:
                 log.exception("could not save the end of execution %s", self.record.id)
         result = ExecutionResult(self.thread_id, self.record.id, stop_reason, ex.outcome or stop_reason,
                                  self.last_text, error, ex.stopped_by, self.value, self.payload, self.created, self.usage,
-                                 self.cost)
+                                 self.cost, self.subagent_usage, self.subagent_cost)
         done: dict[str, Any] = {"stopReason": stop_reason, "executionId": self.record.id,
                                 "outcome": result.outcome, "error": error, "stoppedBy": ex.stopped_by}
         if self.value is not None:
@@ -255,6 +264,16 @@ class Execution:
             done["payload"] = self.payload
         self.bus.emit("done", self.thread_id, done)
         return result
+
+    def add_subagent(self, result: ExecutionResult[Any]) -> None:
+        """Count what a subagent's turn (and its own subagents) spent, apart from this
+        thread's model calls."""
+        for spent in (result.usage, result.subagent_usage):
+            for k, v in spent.items():
+                self.subagent_usage[k] = self.subagent_usage.get(k, 0) + v
+        for cost in (result.cost, result.subagent_cost):
+            if cost is not None:
+                self.subagent_cost = (self.subagent_cost or 0.0) + cost
 
     def _finish_record(self, stop_reason: str, error: str | None, outcome: str | None = None) -> ExecutionRecord:
         ex = self.ex
@@ -275,6 +294,9 @@ class Execution:
         state = {"side": ex.side, "sideSteps": dict(ex.side_steps), "sessionTurns": ex.session_turns,
                  "outcome": ex.outcome, "status": ex.status, "value": to_jsonable(self.value), "payload": self.payload,
                  "usage": self.usage, "cost": self.cost}
+        if self.subagent_usage:
+            state["subagentUsage"] = self.subagent_usage
+            state["subagentCost"] = self.subagent_cost
         if self.client_tools is not None:
             state["clientTools"] = self.client_tools.to_state()
         if self.options is not None and self.options.state:

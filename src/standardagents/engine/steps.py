@@ -90,6 +90,7 @@ def execution_summary(record: ExecutionRecord) -> dict[str, Any]:
     return {"id": record.id, "threadId": record.thread_id, "status": record.status, "stopReason": record.stop_reason,
             "outcome": state.get("outcome"), "error": record.error, "stepCount": record.step_count,
             "value": state.get("value"), "usage": state.get("usage") or {}, "cost": state.get("cost"),
+            "subagentUsage": state.get("subagentUsage") or {}, "subagentCost": state.get("subagentCost"),
             "createdAt": record.created_at, "updatedAt": record.updated_at,
             "durationMs": max(0, record.updated_at - record.created_at)}
 

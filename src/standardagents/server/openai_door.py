@@ -227,8 +227,10 @@ def _sampling(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _usage(raw: dict[str, int] | None) -> dict[str, Any]:
-    """The turn's usage (summed over every model call of the turn) in OpenAI's shape."""
+def _usage(raw: dict[str, int] | None, subagents: dict[str, int] | None = None) -> dict[str, Any]:
+    """The turn's usage (summed over every model call of the turn) in OpenAI's shape; what
+    its subagents spent is apart, under ``subagents`` (a key OpenAI's clients keep as an
+    extra), only when there is some."""
     usage = raw or {}
     prompt = int(usage.get("prompt_tokens", 0))
     completion = int(usage.get("completion_tokens", 0))
@@ -238,6 +240,8 @@ def _usage(raw: dict[str, int] | None) -> dict[str, Any]:
         out["prompt_tokens_details"] = {"cached_tokens": int(usage["cached_tokens"])}
     if usage.get("reasoning_tokens"):
         out["completion_tokens_details"] = {"reasoning_tokens": int(usage["reasoning_tokens"])}
+    if subagents:
+        out["subagents"] = _usage(subagents)
     return out
 
 
@@ -381,7 +385,7 @@ async def chat_completions(request: Request) -> Response:
             "id": cid, "object": "chat.completion", "created": created, "model": model, "thread": thread.id,
             "choices": [{"index": 0, "message": message,
                          "finish_reason": _finish(result.stop_reason, result.outcome)}],
-            "usage": _usage(result.usage),
+            "usage": _usage(result.usage, result.subagent_usage),
         }, headers=headers)
     events = turn_events(sub, task, rt, thread.id, execution_id)
     # hold the response until the turn says something: a turn that fails before its first
@@ -432,7 +436,7 @@ async def chat_completions(request: Request) -> Response:
         if include_usage:
             result = await task
             yield _frame({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                          "thread": thread.id, "choices": [], "usage": _usage(result.usage)})
+                          "thread": thread.id, "choices": [], "usage": _usage(result.usage, result.subagent_usage)})
         yield b"data: [DONE]\n\n"
 
     return StreamingResponse(frames(), media_type="text/event-stream",

@@ -41,14 +41,19 @@ __all__ = ["create_response", "get_response"]
 _SCOPE, _SCOPE_ID = "system", "openai_responses"
 
 
-def _usage(raw: dict[str, int] | None) -> dict[str, Any]:
+def _usage(raw: dict[str, int] | None, subagents: dict[str, int] | None = None) -> dict[str, Any]:
+    """The turn's usage in the Responses shape; its subagents' apart under ``subagents``."""
     usage = raw or {}
     prompt = int(usage.get("prompt_tokens", 0))
     completion = int(usage.get("completion_tokens", 0))
-    return {"input_tokens": prompt, "output_tokens": completion,
-            "total_tokens": int(usage.get("total_tokens") or prompt + completion),
-            "input_tokens_details": {"cached_tokens": int(usage.get("cached_tokens", 0))},
-            "output_tokens_details": {"reasoning_tokens": int(usage.get("reasoning_tokens", 0))}}
+    out: dict[str, Any] = {
+        "input_tokens": prompt, "output_tokens": completion,
+        "total_tokens": int(usage.get("total_tokens") or prompt + completion),
+        "input_tokens_details": {"cached_tokens": int(usage.get("cached_tokens", 0))},
+        "output_tokens_details": {"reasoning_tokens": int(usage.get("reasoning_tokens", 0))}}
+    if subagents:
+        out["subagents"] = _usage(subagents)
+    return out
 
 
 def _as_chat(items: Any) -> list[dict[str, Any]]:
@@ -271,7 +276,7 @@ async def create_response(request: Request) -> Response:
         output = [_message_item(item_id, text)] if text or not calls else []
         output += [_call_item(c) for c in calls]
         final = _response(rid, model, created, thread.id, body, status="completed", output=output,
-                          usage=_usage(result.usage))
+                          usage=_usage(result.usage, result.subagent_usage))
         await keep(final)
         return JSONResponse(final, headers=headers)
 
@@ -344,7 +349,7 @@ async def create_response(request: Request) -> Response:
             yield event("response.output_item.done", output_index=index, item=done_item)
             output.append(done_item)
         final = _response(rid, model, created, thread.id, body, status="completed", output=output,
-                          usage=_usage(result.usage))
+                          usage=_usage(result.usage, result.subagent_usage))
         await keep(final)
         yield event("response.completed", response=final)
 
