@@ -78,6 +78,8 @@ class UsageMeter:
         self._last: list[Any] = []
         self._costs: list[int] = []
         self._total = 0
+        # whether a response was counted since the last check (only that can pass a limit)
+        self._recorded = True
         self._tools: tuple[Any, int] | None = None
         # what earlier turns of the thread spent (the messages present when this turn began)
         self.prior_input = self.prior_output = 0
@@ -137,6 +139,7 @@ class UsageMeter:
 
     def record(self, usage: Usage | None, cost: float | None) -> None:
         """Count one model response."""
+        self._recorded = True
         self.requests += 1
         if usage is not None:
             self.input_tokens += usage.prompt_tokens
@@ -146,7 +149,8 @@ class UsageMeter:
 
     def before_request(self, request: ModelRequest) -> None:
         """Raise :class:`LimitTripped` when the next request would pass a limit."""
-        self.check()
+        if self._recorded:
+            self.check()
         lim = self.limits
         if lim.requests is not None and self.requests + 1 > lim.requests:
             raise LimitTripped("requests", self.requests + 1, lim.requests, before=True)
@@ -164,7 +168,8 @@ class UsageMeter:
 
     def before_tools(self, count: int) -> None:
         """Raise :class:`LimitTripped` when running ``count`` more calls would pass a limit."""
-        self.check()
+        if self._recorded:
+            self.check()
         cap = self.limits.tool_calls
         if cap is not None and self.tool_calls + count > cap:
             raise LimitTripped("tool_calls", self.tool_calls + count, cap, before=True)
@@ -176,6 +181,7 @@ class UsageMeter:
             used = used_of(self)
             if used > cap:
                 raise LimitTripped(name, round(used, 9) if isinstance(used, float) else used, cap, before=False)
+        self._recorded = False
 
 
 # what each limit counts, as spent so far (the estimate of the next request is added to the

@@ -349,12 +349,12 @@ class OutputRun:
 
     def judge(self, reply: Message) -> Verdict | None:
         """The verdict on a reply, or ``None`` when the reply only calls other tools."""
-        calls = reply.tool_calls or []
-        mine = next((c for c in calls if c.name == OUTPUT_TOOL_NAME), None)
-        if mine is not None:
-            return self._check_text(mine.arguments, mine)
+        calls = reply.tool_calls
         if calls:
-            return None
+            for call in calls:
+                if call.name == OUTPUT_TOOL_NAME:
+                    return self._check_text(call.arguments, call)
+            return None  # only other tools: the loop runs them (most steps of a typed turn)
         if self.mode == "tool":
             return self._failed([f"no call to {OUTPUT_TOOL_NAME}"], None,
                                 f"To finish, call the tool {OUTPUT_TOOL_NAME} with your answer as its arguments.")
