@@ -25,8 +25,11 @@ async def test_a_fork_keeps_the_history_up_to_the_message_and_runs_its_own_turns
         client: httpx.AsyncClient, actors: Any) -> None:
     alice = actors.auth("alice")
     tid, messages = await _turn(client, alice, "please add two numbers")
-    assert len(messages) >= 3 and messages[0]["role"] == "user"
-    keep = messages[1]
+    assert [m["role"] for m in messages[:3]] == ["user", "assistant", "tool"]
+    # a fork ends between steps: not between a tool call and its result
+    inside = await client.post(f"{API}/threads/{tid}/fork", json={"messageId": messages[1]["id"]}, headers=alice)
+    assert inside.status_code == 422 and messages[2]["id"] in inside.json()["error"]["message"]
+    keep = messages[2]
     r = await client.post(f"{API}/threads/{tid}/fork", json={"messageId": keep["id"]}, headers=alice)
     assert r.status_code == 201, r.text
     fork = r.json()
@@ -35,7 +38,7 @@ async def test_a_fork_keeps_the_history_up_to_the_message_and_runs_its_own_turns
     assert r.headers["location"] == f"{API}/threads/{fork['id']}"
     copied = (await client.get(f"{API}/threads/{fork['id']}/messages", headers=alice)).json()["messages"]
     assert [(m["role"], m["content"], m["tool_calls"]) for m in copied] == \
-        [(m["role"], m["content"], m["tool_calls"]) for m in messages[:2]]
+        [(m["role"], m["content"], m["tool_calls"]) for m in messages[:3]]
     assert not {m["id"] for m in copied} & {m["id"] for m in messages}
     # the fork runs a turn of its own; the source keeps its messages
     done = await client.post(f"{API}/threads/{fork['id']}/messages?wait=true", json={"content": "again"}, headers=alice)

@@ -67,6 +67,7 @@ async def fork_thread(request: Request) -> Response:
     cut = next((i for i, m in enumerate(history) if m.id == message_id), None)
     if cut is None:
         raise ApiError(422, f"thread {source.id} has no message {message_id!r}")
+    _check_whole_steps(history, cut)
     fork = await rt.create_thread(source.agent, user_id=caller.id, namespace=source.package,
                                   title=title or f"{source.title or source.agent} (fork)",
                                   metadata={**source.metadata, "forkedFrom": {"threadId": source.id,
@@ -80,6 +81,21 @@ async def fork_thread(request: Request) -> Response:
         raise
     return JSONResponse(thread_dict(fork, False), status_code=201,
                         headers={"Location": f"{server_of(request).prefix}/threads/{fork.id}"})
+
+
+def _check_whole_steps(history: list[Message], cut: int) -> None:
+    """A fork ends between steps: a model's tool calls without their results would be a
+    history no provider accepts, so such a cut is refused and the step's end named."""
+    asked = {c.id for m in history[: cut + 1] for c in m.tool_calls or ()}
+    answered = {m.tool_call_id for m in history[: cut + 1] if m.role == "tool"}
+    open_calls = asked - answered
+    if not open_calls:
+        return
+    last = max((i for i, m in enumerate(history) if m.role == "tool" and m.tool_call_id in open_calls), default=None)
+    hint = f"fork at {history[last].id} (its last result) or before the call" if last is not None else \
+        "fork before the call"
+    raise ApiError(422, f"message {history[cut].id} is inside a step: its tool calls "
+                        f"({', '.join(sorted(open_calls))}) are answered by later messages; {hint}")
 
 
 def _copy(message: Message, thread_id: str) -> Message:
