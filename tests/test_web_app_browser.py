@@ -93,7 +93,8 @@ def app_server(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-async def browser(chromium: str) -> AsyncIterator[Any]:
+async def browser(chromium: str, app_server: Any) -> AsyncIterator[Any]:
+    """Closed before the server stops (the page keeps the thread's event stream open)."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
@@ -396,3 +397,40 @@ async def test_a_denied_call_fails_its_card_and_the_turn_goes_on(browser: Any, a
     results = [m for m in messages if m["role"] == "tool"]
     assert len(results) == 1 and results[0]["tool_status"] == "error"
     assert not any("wiped" in (m["content"] or "") for m in messages)
+
+
+async def test_a_waiting_call_can_be_approved_after_a_reload(browser: Any, app_server: Any) -> None:
+    from playwright.async_api import expect
+
+    page = await browser.new_page()
+    await page.goto(app_server.base_url + "/")
+    await page.select_option("#agent-select", "guard")
+    await page.fill("#input", "wipe the cache")
+    await page.press("#input", "Enter")
+    await expect(page.locator(".tool-card")).to_have_attribute("data-state", "waiting", timeout=15_000)
+    await expect(page.locator("#stop")).to_be_disabled(timeout=15_000)
+    await page.reload()
+    await page.locator("#thread-list .thread-name").first.click()
+    card = page.locator(".tool-card")
+    await expect(card).to_have_attribute("data-state", "waiting")
+    await expect(card.locator(".tool-args")).to_contain_text("wipe the cache")
+    await card.locator("button.approve").click()
+    await expect(card).to_have_attribute("data-state", "done", timeout=15_000)
+    await expect(page.locator(".msg.assistant").last).to_contain_text("wiped wipe the cache", timeout=15_000)
+
+
+async def test_the_chat_follows_a_turn_another_client_started(browser: Any, app_server: Any) -> None:
+    from playwright.async_api import expect
+
+    page = await browser.new_page()
+    await page.goto(app_server.base_url + "/")
+    await _turn(page, "adder", "from the page")
+    async with httpx.AsyncClient(base_url=app_server.base_url) as api:
+        thread_id = (await api.get("/api/threads")).json()["threads"][0]["id"]
+        done = await api.post(f"/api/threads/{thread_id}/messages?wait=true", json={"content": "from the API"})
+        assert done.status_code == 200, done.text
+        messages = (await api.get(f"/api/threads/{thread_id}/messages")).json()["messages"]
+    await expect(page.locator(".msg.user")).to_have_text(["from the page", "from the API"])
+    await expect(page.locator(".tool-card")).to_have_count(sum(len(m["tool_calls"] or []) for m in messages))
+    await expect(page.locator(".msg.assistant")).to_have_count(
+        sum(1 for m in messages if m["role"] == "assistant" and m["content"]))

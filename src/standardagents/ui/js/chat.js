@@ -145,8 +145,12 @@ function usageLine(tokens, cost) {
   scroll();
 }
 
+// Executions this page started or continued: the thread's own stream skips their events.
+export const own = new Set();
+
 export function onEvent(event) {
   const d = event.data || {};
+  if (d.executionId) own.add(d.executionId);
   switch (event.type) {
     case "usage":
       turnUsage.seen = true;
@@ -197,7 +201,7 @@ export function onEvent(event) {
 }
 
 // A call waiting for a person: approve or deny it; the same turn then continues, followed live.
-function approvalCard(d) {
+export function approvalCard(d) {
   const args = JSON.stringify(d.arguments);
   const el = toolCard(d.id, d.tool, "waiting", { args, detail: args });
   if (el.querySelector(".approval")) return;
@@ -216,6 +220,7 @@ function approvalCard(d) {
 
 async function decide(d, approved, row) {
   row.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+  if (d.executionId) own.add(d.executionId);
   const thread = state.thread.id;
   const controller = new AbortController();
   state.streaming = controller;

@@ -4,7 +4,7 @@
 // Bars are laid out from the recorded durations: a model call starts where the previous
 // step's tools ended, its waiting part (time to first token) is drawn apart from its streaming
 // part, and the tool calls it asked for start together when it ends (they run in parallel).
-import { api, openStream, readSSE } from "./api.js";
+import { api } from "./api.js";
 import { $, showError, state } from "./state.js";
 
 const panel = $("inspector");
@@ -18,25 +18,7 @@ export function toggle(open = panel.hidden) {
   panel.hidden = !open;
   $("inspector-toggle").setAttribute("aria-pressed", String(open));
   document.body.classList.toggle("inspecting", open);
-  follow();
   if (open) refresh().catch(showError);
-}
-
-// While open, the inspector listens to the thread's events and reloads when any turn ends,
-// whoever started it (this page, another tab, the API).
-let following = null;   // {threadId, controller}
-
-export function follow() {
-  const wanted = !panel.hidden && state.thread ? state.thread.id : null;
-  if (following && following.threadId === wanted) return;
-  if (following) following.controller.abort();
-  following = null;
-  if (!wanted) return;
-  const controller = new AbortController();
-  following = { threadId: wanted, controller };
-  openStream(wanted, controller.signal)
-    .then((response) => readSSE(response, (event) => { if (event.type === "done") refresh().catch(showError); }))
-    .catch((err) => { if (err.name !== "AbortError") showError(err); });
 }
 
 function ms(v) {

@@ -2,6 +2,7 @@
 import { api } from "./api.js";
 import * as chat from "./chat.js";
 import * as inspector from "./inspector.js";
+import * as live from "./live.js";
 import { $, forget, showError, state } from "./state.js";
 import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
 
@@ -39,16 +40,35 @@ async function openThread(id) {
   inspector.clear();
   forget();
   state.thread = null;
-  if (!id) { $("thread-title").textContent = "No thread"; markActive(); inspector.follow(); return; }
-  const [thread, messages] = await Promise.all([api(`/threads/${id}`), allMessages(id)]);
+  if (!id) { $("thread-title").textContent = "No thread"; markActive(); live.follow(); return; }
+  const [thread, messages, waiting] = await Promise.all([api(`/threads/${id}`), allMessages(id), approvals(id)]);
   state.thread = thread;
   $("thread-title").textContent = titleOf(thread);
   chat.renderAll(messages);
+  waiting.forEach(chat.approvalCard);
   chat.setBusy(false);
   markActive();
   document.body.classList.remove("show-sidebar");
-  inspector.follow();
+  live.follow();
   if (inspector.isOpen()) await inspector.refresh();
+}
+
+// Calls waiting for a decision get their Approve/Deny buttons after a reload too.
+async function approvals(id) {
+  return (await api(`/threads/${id}/approvals`)).approvals;
+}
+
+// A turn this page did not start ended (or waits): the thread is drawn again from the store.
+async function redrawThread() {
+  const id = state.thread?.id;
+  if (!id) return;
+  const [messages, waiting] = await Promise.all([allMessages(id), approvals(id)]);
+  if (state.thread?.id !== id || state.streaming) return;
+  chat.clearChat();
+  forget();
+  chat.renderAll(messages);
+  waiting.forEach(chat.approvalCard);
+  loadThreads().catch(showError);
 }
 
 async function newThread(agent = $("agent-select").value, title = undefined) {
@@ -74,6 +94,7 @@ async function resendAsFork(message, content) {
   await chat.send(content);
 }
 chat.onFork(resendAsFork);
+live.onForeignTurn(redrawThread);
 onOpen(openThread);
 chat.onTurnEnded(() => loadThreads().catch(showError));
 
