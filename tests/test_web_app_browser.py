@@ -294,6 +294,9 @@ async def test_rename_search_filter_and_delete_threads(browser: Any, app_server:
     page.on("dialog", lambda d: d.accept())
     await page.goto(app_server.base_url + "/")
     await _turn(page, "adder", "sum")
+    # a new thread is named after its first message
+    await expect(page.locator("#thread-list .thread-name")).to_have_text(["sum"])
+    await expect(page.locator("#thread-title")).to_have_text("sum")
     await page.click("#new-thread")
     await expect(page.locator("#thread-list li")).to_have_count(2)
     first = page.locator("#thread-list li").last

@@ -71,6 +71,16 @@ async function redrawThread() {
   loadThreads().catch(showError);
 }
 
+// A new thread is named after its first message (rename it from the list).
+async function nameThread(text) {
+  const line = text.split("\n")[0].trim();
+  const title = line.length > 60 ? `${line.slice(0, 59)}…` : line;
+  const updated = await api(`/threads/${state.thread.id}`, { method: "PATCH", json: { title } });
+  state.thread.title = updated.title;
+  $("thread-title").textContent = titleOf(updated);
+  await loadThreads();
+}
+
 async function newThread(agent = $("agent-select").value, title = undefined) {
   const thread = await api("/threads", { method: "POST", json: title ? { agent, title } : { agent } });
   await loadThreads();
@@ -111,6 +121,7 @@ $("composer").addEventListener("submit", async (e) => {
       return;
     }
     if (!state.thread) await newThread();
+    if (!state.thread.title && !state.messages.length) await nameThread(text);
     await chat.send(text);
   } catch (err) { showError(err); }
 });
