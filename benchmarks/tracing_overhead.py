@@ -42,9 +42,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _sdk_floor(spans: int) -> list[list[float]]:
+def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
     """[wall, CPU] µs of one bare SDK span (start with six attributes, end) into a
-    ``BatchSpanProcessor``: the floor any instrumentation built on the SDK pays per span."""
+    ``BatchSpanProcessor``: the floor any instrumentation built on the SDK pays per span.
+
+    ``as_a_step``: the SDK calls a traced step cannot do without, per span: started under a
+    current parent span, made current (attach, detach), given its closing attributes, ended;
+    what the engine adds beyond this is its own."""
+    from opentelemetry import context, trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -57,13 +62,27 @@ def _sdk_floor(spans: int) -> list[list[float]]:
     tracer = provider.get_tracer("floor")
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "m",
              "server.address": "127.0.0.1", "server.port": 8000, "standardagents.step": 1}
+    end = {"gen_ai.response.model": "m", "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}
+    parent = tracer.start_span("invoke_agent floor")
+    outer = context.attach(trace.set_span_in_context(parent)) if as_a_step else None
     out = []
     for _ in range(20):
         t0, c0 = time.perf_counter_ns(), time.process_time_ns()
-        for _ in range(spans):
-            tracer.start_span("chat m", attributes=attrs).end()
+        if as_a_step:
+            for _ in range(spans):
+                span = tracer.start_span("chat m", kind=trace.SpanKind.CLIENT, attributes=attrs)
+                token = context.attach(trace.set_span_in_context(span))
+                context.detach(token)
+                span.set_attributes(end)
+                span.end()
+        else:
+            for _ in range(spans):
+                tracer.start_span("chat m", attributes=attrs).end()
         c1, t1 = time.process_time_ns(), time.perf_counter_ns()
         out.append([(t1 - t0) / 1000 / spans, (c1 - c0) / 1000 / spans])
+    if outer is not None:
+        context.detach(outer)
+    parent.end()
     provider.shutdown()
     return out
 
@@ -261,10 +280,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--baseline", default=None, help="git ref of the code before observability")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="only the same-process comparison, printed for benchmarks/compare_trees.py")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(_worker(args.worker, args.runs, args.k)))
+        return
+    if args.paired_only:
+        _print_paired(args.rounds, args.runs, args.k)
         return
     with tempfile.TemporaryDirectory() as tmp:
         ref, tree = _baseline_tree(args.baseline, Path(tmp))
@@ -288,6 +312,30 @@ def main() -> None:
         print(f"    off {pair['off']:.1f}, on {pair['on']:.1f}, metrics {pair['metrics']:.1f}")
         print(f"    on - off      = {pair['on'] - pair['off']:6.1f} µs/step (target < 30); on / off = {pair['on'] / pair['off']:.3f}")
         print(f"    metrics - off = {pair['metrics'] - pair['off']:6.1f} µs/step; metrics / off = {pair['metrics'] / pair['off']:.3f}")
+
+
+def _print_paired(rounds: int, runs: int, k: int) -> None:
+    """off / on / metrics in one process per round, one line per mode (ratios against off),
+    plus the SDK's own floor: two bare spans, what a traced step cannot go below."""
+    paired: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": []}
+    for _ in range(rounds):
+        for mode, values in _spawn_paired(runs * 3, k).items():
+            paired[mode].extend(values)
+    med = {mode: [statistics.median(v[i] for v in values) for i in (0, 1)] for mode, values in paired.items()}
+    for label, as_a_step in (("two sdk spans", False), ("two sdk spans as a step", True)):
+        floor = _sdk_floor(200, as_a_step)
+        med[label] = [2 * statistics.median(v[i] for v in floor) for i in (0, 1)]
+    off = med["off"]
+    for mode, (wall, cpu) in med.items():
+        print(f"{mode}: wall {wall:.1f} µs/step (x{wall / off[0]:.3f})   CPU {cpu:.1f} µs/step (x{cpu / off[1]:.3f})")
+    for mode in ("on", "metrics"):
+        wall, cpu = med[mode][0] - off[0], med[mode][1] - off[1]
+        if mode == "on":
+            floor_wall, floor_cpu = med["two sdk spans as a step"]
+            print(f"on - off - sdk floor: wall {wall - floor_wall:.1f} µs/step (x{wall / floor_wall:.3f})   "
+                  f"CPU {cpu - floor_cpu:.1f} µs/step (x{cpu / floor_cpu:.3f})")
+        print(f"{mode} - off: wall {wall:.1f} µs/step (x{med[mode][0] / off[0]:.3f})   "
+              f"CPU {cpu:.1f} µs/step (x{med[mode][1] / off[1]:.3f})")
 
 
 def _spawn_paired(runs: int, k: int) -> dict[str, list[list[float]]]:

@@ -170,6 +170,7 @@ class Execution:
         self.options: TurnOptions | None = None
         #: USD spent so far (None until a call with a known price)
         self.cost: float | None = None
+        self._call_cost: float | None = None
         self._used_model: ModelDefinition | None = None
         self._step = StepProbe()
         #: tools the caller runs itself (their calls pause the turn for the results)
@@ -655,7 +656,7 @@ class Execution:
         if response.model:
             reply.metadata["model"] = response.model
         step.finish(reply, response, request, history, self._used_model or setup.model)
-        cost = reply.cost = call_cost(self._used_model or setup.model, response.usage, response.model)
+        cost = reply.cost = self._call_cost
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
         if self._meter is not None:
@@ -783,7 +784,9 @@ class Execution:
                 with observe.model_call(model, request, (chain[i - 1].name, last) if i else None) as call:
                     self._step.traced(call)
                     response = await self._call_one(provider, model, request, setup, reply)
-                    call.response(response)
+                    # priced once here: the call's span carries it and the step reuses it
+                    self._call_cost = call_cost(model, response.usage, response.model)
+                    call.response(response, self._call_cost)
                     return response
             except ProviderError as exc:
                 last = exc

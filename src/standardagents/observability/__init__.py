@@ -64,7 +64,7 @@ class _Nothing:
     def first_token(self) -> None:
         return None
 
-    def response(self, response: Any) -> None:
+    def response(self, response: Any, cost: float | None = None) -> None:
         return None
 
     def outcome(self, outcome: Any) -> None:
@@ -123,7 +123,8 @@ def model_call(model: Any, request: Any, fallback_from: Any = None) -> Any:
     """A context manager around one model call: ``chat {model}`` span, duration, tokens.
 
     Inside, ``.first_token()`` marks the first streamed delta (the engine sees it anyway, so
-    the model's stream is not wrapped) and ``.response(r)`` records the reply."""
+    the model's stream is not wrapped) and ``.response(r, cost)`` records the reply and its
+    price (computed once by the engine)."""
     probe = _probe.get()
     return NOTHING if probe is None else probe.model_call(model, request, fallback_from)
 

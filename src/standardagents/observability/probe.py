@@ -14,6 +14,8 @@ try:
     from opentelemetry import context as _context
     from opentelemetry import trace as _trace
     from opentelemetry.trace import Status, StatusCode
+
+    _CLIENT = _trace.SpanKind.CLIENT
 except ImportError:  # pragma: no cover - metrics without the OpenTelemetry API
     pass
 
@@ -26,6 +28,16 @@ def _scalars(data: dict[str, Any], prefix: str = "standardagents.") -> dict[str,
     return {prefix + k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
 
 
+#: per model (name, provider, model, base URL): the ``chat`` span's name and the attributes
+#: that never change between its calls, so a call copies one dict instead of building it
+#: (and parsing the base URL) again
+_model_static: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
+#: per tool (name, origin, origin detail, description): the ``execute_tool`` span's name and
+#: fixed attributes, for the same reason
+_tool_static: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
+_CACHE_LIMIT = 512
+
+
 def _server(base_url: str | None) -> dict[str, Any]:
     if not base_url:
         return {}
@@ -36,6 +48,45 @@ def _server(base_url: str | None) -> dict[str, Any]:
     if parts.port:
         out["server.port"] = parts.port
     return out
+
+
+def _model_attributes(model: Any) -> tuple[str, dict[str, Any]]:
+    key = (model.name, model.provider, model.model, model.base_url)
+    found = _model_static.get(key)
+    if found is None:
+        if len(_model_static) >= _CACHE_LIMIT:
+            _model_static.clear()
+        found = _model_static[key] = (f"chat {model.model}", {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": model.provider,
+            "gen_ai.request.model": model.model,
+            "standardagents.model": model.name,
+            **_server(model.base_url),
+        })
+    return found
+
+
+def _tool_attributes(name: str, tool: Any) -> tuple[str, dict[str, Any]]:
+    origin = getattr(tool, "origin", None) or "code"
+    detail = getattr(tool, "origin_detail", None) if tool is not None else None
+    description = tool.description if tool is not None else None
+    key = (name, origin, detail, description)
+    found = _tool_static.get(key)
+    if found is None:
+        if len(_tool_static) >= _CACHE_LIMIT:
+            _tool_static.clear()
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.type": "function" if origin == "code" else "extension",
+            "standardagents.tool.origin": origin,
+        }
+        if detail:
+            attrs["standardagents.tool.origin_detail"] = detail
+        if description:
+            attrs["gen_ai.tool.description"] = description[:500]
+        found = _tool_static[key] = (f"execute_tool {name}", attrs)
+    return found
 
 
 def _parts(message: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +226,7 @@ class _ModelCall:
         self._started = 0.0
         self.ttft: float | None = None
         self.reply: Any = None
+        self.cost: float | None = None
 
     def __enter__(self) -> _ModelCall:
         self._started = time.perf_counter()
@@ -182,14 +234,9 @@ class _ModelCall:
         if tracer is None:
             return self
         model, request = self.model, self.request
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": model.provider,
-            "gen_ai.request.model": model.model,
-            "standardagents.model": model.name,
-            "standardagents.step": self.probe.execution.ex.step_count,
-            **_server(model.base_url),
-        }
+        name, static = _model_attributes(model)
+        attrs = static.copy()
+        attrs["standardagents.step"] = self.probe.execution.ex.step_count
         if request.max_tokens:
             attrs["gen_ai.request.max_tokens"] = request.max_tokens
         if request.temperature is not None:
@@ -203,7 +250,7 @@ class _ModelCall:
                     [{"type": "text", "content": m.get("content")} for m in system])
             attrs["gen_ai.input.messages"] = json.dumps(
                 [_parts(m) for m in request.messages if m.get("role") != "system"])
-        self.span = span = tracer.start_span(f"chat {model.model}", kind=_trace.SpanKind.CLIENT, attributes=attrs)
+        self.span = span = tracer.start_span(name, kind=_CLIENT, attributes=attrs)
         fallback = self.fallback_from
         if fallback is not None:
             failed_model, error = fallback
@@ -217,21 +264,16 @@ class _ModelCall:
         if self.ttft is None:
             self.ttft = time.perf_counter() - self._started
 
-    def response(self, response: Any) -> None:
+    def response(self, response: Any, cost: float | None = None) -> None:
+        """The model's reply and its price (the engine computes it anyway; None: unpriced)."""
         self.reply = response
+        self.cost = cost
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         elapsed = time.perf_counter() - self._started
         reply = self.reply
         usage = reply.usage if reply is not None else None
-        cost = None
-        if usage is not None:
-            from ..costs import call_cost
-
-            try:
-                cost = call_cost(self.model, usage, reply.model)
-            except Exception:  # a price lookup never breaks a turn's telemetry
-                cost = None
+        cost = self.cost
         meter = self.probe.meter
         if meter is not None and cost is not None:
             meter.cost(self.model.name, cost)
@@ -288,23 +330,13 @@ class _ToolCall:
         tracer = self.probe.tracer
         if tracer is None:
             return self
-        call, tool = self.call, self.tool
-        origin = getattr(tool, "origin", None) or "code"
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
-            "gen_ai.tool.type": "function" if origin == "code" else "extension",
-            "standardagents.tool.origin": origin,
-        }
-        if tool is not None and getattr(tool, "origin_detail", None):
-            attrs["standardagents.tool.origin_detail"] = tool.origin_detail
-        if tool is not None and tool.description:
-            attrs["gen_ai.tool.description"] = tool.description[:500]
+        call = self.call
+        name, static = _tool_attributes(call.name, self.tool)
+        attrs = static.copy()
+        attrs["gen_ai.tool.call.id"] = call.id
         if self.probe.capture:
             attrs["gen_ai.tool.call.arguments"] = call.arguments or ""
-        self.span = span = tracer.start_span(f"execute_tool {call.name}", kind=_trace.SpanKind.INTERNAL,
-                                             attributes=attrs)
+        self.span = span = tracer.start_span(name, attributes=attrs)
         self._token = _context.attach(_trace.set_span_in_context(span))
         return self
 
@@ -320,20 +352,21 @@ class _ToolCall:
         span = self.span
         if span is None:
             return
-        span.set_attribute("standardagents.tool.status", status)
+        end: dict[str, Any] = {"standardagents.tool.status": status}
         if outcome is not None:
             if outcome.repaired or outcome.notes:
                 span.add_event("standardagents.tool.arguments_repaired",
                                {"standardagents.notes": [str(n) for n in outcome.notes]})
             if outcome.result.status == "error":
-                span.set_attribute("error.type", "tool_error")
+                end["error.type"] = "tool_error"
                 span.set_status(Status(StatusCode.ERROR, (outcome.result.error or "")[:500]))
             if self.probe.capture:
                 value = outcome.result.result if outcome.result.status == "success" else outcome.result.error
-                span.set_attribute("gen_ai.tool.call.result", value or "")
+                end["gen_ai.tool.call.result"] = value or ""
         elif exc is not None:
-            span.set_attribute("error.type", type(exc).__name__)
+            end["error.type"] = type(exc).__name__
             span.set_status(Status(StatusCode.ERROR, "the tool call did not finish"))
+        span.set_attributes(end)
         if self._token is not None:
             _context.detach(self._token)
         span.end()
