@@ -129,7 +129,17 @@ async def test_markdown_renders_and_nothing_from_a_reply_runs(browser: Any, app_
     page = await browser.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    await page.goto(app_server.base_url + "/")
+    response = await page.goto(app_server.base_url + "/")
+    assert response is not None and "script-src 'self'" in response.headers["content-security-policy"]
+    # and markup that got past the sanitizer still could not run its inline handlers
+    ran = await page.evaluate("""() => new Promise((resolve) => {
+        document.body.insertAdjacentHTML('beforeend', '<img id="probe" src="/nothing" onerror="window.__inline = 1">');
+        document.getElementById('probe').addEventListener('error', () => setTimeout(() => {
+            document.getElementById('probe').remove();
+            resolve(window.__inline === 1);
+        }, 0));
+    })""")
+    assert ran is False
     await expect(page.locator("#agent-select option")).to_have_count(4)
     await page.select_option("#agent-select", "writer")
     # Shift+Enter makes a new line; Enter sends
