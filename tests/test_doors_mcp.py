@@ -17,10 +17,22 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 
 from server_fixtures import LiveServer, serve_app, write_project
+from test_server_workers import (
+    WORKER,
+    _admin_token,
+    _free_port,
+    _start_server,
+    _stop_server,
+    _wait_ready,
+    _Workers,
+    database,
+)
+
+__all__ = ["database"]  # the PostgreSQL database fixture of the workers tests
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "doors-mcp.md"
 
@@ -90,11 +102,24 @@ def server(doors_project: Path, tmp_path: Path) -> Iterator[LiveServer]:
 
 
 @contextlib.asynccontextmanager
-async def _client(live: LiveServer, token: str | None = None) -> AsyncIterator[Client]:
+async def _client(live: LiveServer, token: str | None = None, **options: Any) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token or live.token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0)) as http:
-        async with Client(streamable_http_client(f"{live.base_url}/mcp", http_client=http)) as client:
+        async with Client(streamable_http_client(f"{live.base_url}/mcp", http_client=http), **options) as client:
             yield client
+
+
+class _Person:
+    """An elicitation callback answering every question the same way, keeping the questions."""
+
+    def __init__(self, action: str, content: dict[str, Any] | None = None) -> None:
+        self.action = action
+        self.content = content
+        self.asked: list[Any] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params)
+        return types.ElicitResult(action=self.action, content=self.content)  # type: ignore[arg-type]
 
 
 def _thread_of(result: Any) -> str:
@@ -191,6 +216,54 @@ async def test_an_approval_wait_is_reported(server: LiveServer) -> None:
     assert [p["tool"] for p in pending] == ["wipe"]
 
 
+async def test_an_approval_is_asked_through_elicitation_and_the_turn_goes_on(server: LiveServer) -> None:
+    person = _Person("accept", {"approved": True})
+    async with _client(server, elicitation_callback=person) as client:
+        result = await client.call_tool("guarded", {"message": "wipe it"})
+    assert not result.is_error, result
+    (question,) = person.asked
+    assert "wipe" in question.message and question.requested_schema["required"] == ["approved"]
+    structured = result.structured_content or {}
+    assert structured["status"] == "complete"
+    async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
+        messages = (await http.get(f"/api/threads/{structured['thread']}/messages")).json()["messages"]
+        executions = (await http.get(f"/api/threads/{structured['thread']}/executions")).json()["executions"]
+    assert any(m["role"] == "tool" and (m["content"] or "").startswith("wiped") for m in messages)
+    assert [e["id"] for e in executions] == [structured["execution"]]  # one turn, resumed
+
+
+async def test_a_2025_session_is_asked_with_an_elicitation_request(server: LiveServer) -> None:
+    """The handshake protocol has a back-channel: the question is an ``elicitation/create``
+    request sent while the call runs (not an InputRequiredResult)."""
+    person = _Person("accept", {"approved": True})
+    async with _client(server, elicitation_callback=person, mode="legacy") as client:
+        assert not client.session.protocol_version.startswith("2026")
+        result = await client.call_tool("guarded", {"message": "wipe it"})
+    assert len(person.asked) == 1 and "wipe" in person.asked[0].message
+    assert (result.structured_content or {})["status"] == "complete"
+
+
+async def test_a_denial_through_elicitation_reaches_the_agent(server: LiveServer) -> None:
+    person = _Person("accept", {"approved": False, "reason": "not today"})
+    async with _client(server, elicitation_callback=person) as client:
+        result = await client.call_tool("guarded", {"message": "wipe it"})
+    structured = result.structured_content or {}
+    assert not result.is_error and structured["status"] == "complete"
+    async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
+        messages = (await http.get(f"/api/threads/{structured['thread']}/messages")).json()["messages"]
+    denied = [m["content"] for m in messages if m["role"] == "tool"]
+    assert denied and "not today" in denied[0]
+
+
+async def test_a_dismissed_question_leaves_the_call_waiting(server: LiveServer) -> None:
+    person = _Person("cancel")
+    async with _client(server, elicitation_callback=person) as client:
+        result = await client.call_tool("guarded", {"message": "wipe it"})
+    structured = result.structured_content or {}
+    assert len(person.asked) == 1 and structured["status"] == "input_required"
+    assert "approval" in result.content[0].text  # type: ignore[union-attr]
+
+
 async def test_thread_files_are_resources(server: LiveServer) -> None:
     async with _client(server) as client:
         thread = _thread_of(await client.call_tool("helper", {"message": "hi"}))
@@ -254,12 +327,15 @@ async def test_stdio_serves_the_same_tools(doors_project: Path, tmp_path: Path) 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         notes.append(message or "")
 
-    async with Client(params) as client:
+    person = _Person("accept", {"approved": True})
+    async with Client(params, elicitation_callback=person) as client:
         names = sorted(t.name for t in (await client.list_tools()).tools)
         result = await client.call_tool("helper", {"message": "add"}, progress_callback=progress)
+        approved = await client.call_tool("guarded", {"message": "wipe"})
     assert names == ["guarded", "helper", "invoicer", "slow"]
     assert not result.is_error and result.content[0].text  # type: ignore[union-attr]
     assert "calling add" in notes
+    assert len(person.asked) == 1 and (approved.structured_content or {})["status"] == "complete"
 
 
 def test_stdio_refuses_a_token_that_does_not_verify(doors_project: Path, tmp_path: Path) -> None:
@@ -289,3 +365,115 @@ async def test_the_docs_example_runs(server: LiveServer) -> None:
     assert proc.returncode == 0, err.decode()
     assert "helper" in out.decode()
     assert "thread thr" in out.decode()
+
+
+async def test_the_docs_approval_example_runs(server: LiveServer) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    code = next(b for b in blocks if "elicitation_callback" in b)
+    env = {**os.environ, "STANDARDAGENTS_URL": server.base_url, "STANDARDAGENTS_TOKEN": server.token,
+           "APPROVE": "yes"}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert "wipe" in lines[0] and lines[0].endswith("Do you approve?")
+    assert lines[1].startswith("complete - ")
+
+
+class _Alternate(httpx2.AsyncBaseTransport):
+    """Sends requests to two workers in turn: each of its two transports keeps one
+    connection, opened (and checked) to one worker; every answer's worker is recorded with
+    the JSON-RPC method it answered."""
+
+    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+        self.base_url = base_url
+        self.headers = headers
+        self.pinned: list[httpx2.AsyncHTTPTransport] = []
+        self.pids: tuple[str, str] = ("", "")
+        self.answered: list[tuple[str, str]] = []
+        self.sent = 0
+
+    async def _reaches(self, transport: httpx2.AsyncHTTPTransport) -> str:
+        probe = await transport.handle_async_request(
+            httpx2.Request("GET", f"{self.base_url}/api/agents", headers=self.headers))
+        await probe.aread()
+        return probe.headers[WORKER]
+
+    async def _to(self, pid: str, transport: httpx2.AsyncHTTPTransport | None) -> httpx2.AsyncHTTPTransport:
+        """A transport whose kept-alive connection reaches ``pid`` now (the server closes idle
+        connections after a few seconds; a new one may reach the other worker)."""
+        for _ in range(60):
+            if transport is not None and await self._reaches(transport) == pid:
+                return transport
+            if transport is not None:
+                await transport.aclose()
+            transport = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_connections=1,
+                                                                       max_keepalive_connections=1))
+        raise AssertionError(f"could not reach worker {pid}")
+
+    async def pin(self, pids: tuple[str, str]) -> None:
+        self.pids = pids
+        self.pinned = [await self._to(pid, None) for pid in pids]
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        turn = self.sent % 2
+        self.sent += 1
+        if request.method == "POST":  # checked right before: it goes where it is meant to
+            self.pinned[turn] = await self._to(self.pids[turn], self.pinned[turn])
+        response = await self.pinned[turn].handle_async_request(request)
+        try:
+            method = json.loads(request.content or b"{}").get("method", request.method)
+        except ValueError:
+            method = request.method
+        self.answered.append((str(method), response.headers.get(WORKER, "?")))
+        return response
+
+    async def aclose(self) -> None:
+        for transport in self.pinned:
+            await transport.aclose()
+
+
+async def test_two_workers_on_postgresql_answer_mcp(database: str, tmp_path: Path) -> None:
+    """``serve --workers 2`` on PostgreSQL: every MCP request may reach either worker, for a
+    2026-07-28 client (an approval asked and answered across workers) and a 2025 session
+    (stateless there)."""
+    project = write_project(tmp_path / "project", EXTRA)
+    token = await _admin_token(database)
+    port = _free_port()
+    proc = _start_server(project, port, database, dict(os.environ))
+    base_url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    workers = _Workers(base_url, headers)
+    try:
+        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
+            await _wait_ready(http)
+        pids = await workers.discover()
+        for mode in ("auto", "legacy"):
+            person = _Person("accept", {"approved": True})
+            transport = _Alternate(base_url, headers)
+            await transport.pin(pids)
+            async with httpx2.AsyncClient(headers=headers, transport=transport,
+                                          timeout=httpx2.Timeout(30.0, read=60.0)) as http2:
+                async with Client(streamable_http_client(f"{base_url}/mcp", http_client=http2), mode=mode,
+                                  elicitation_callback=person) as client:
+                    tools = sorted(t.name for t in (await client.list_tools()).tools)
+                    added = await client.call_tool("helper", {"message": "add"})
+                    again = await client.call_tool("helper", {"message": "again", "thread": _thread_of(added)})
+                    wiped = await client.call_tool("guarded", {"message": "wipe it"})
+            await transport.aclose()
+            assert tools == ["guarded", "helper", "invoicer", "slow"]
+            assert not added.is_error and _thread_of(again) == _thread_of(added)
+            calls = [pid for method, pid in transport.answered if method == "tools/call"]
+            assert set(calls) == set(pids), transport.answered  # both workers answered calls
+            structured = wiped.structured_content or {}
+            if mode == "auto":
+                # asked in an InputRequiredResult; the retry carrying the answer went on elsewhere
+                assert len(person.asked) == 1 and structured["status"] == "complete"
+                assert calls[-1] != calls[-2], transport.answered
+            else:
+                # a stateless 2025 session cannot be asked mid-call: the wait is reported
+                assert person.asked == [] and structured["status"] == "input_required"
+    finally:
+        await workers.aclose()
+        _stop_server(proc)

@@ -210,6 +210,7 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
         os.environ[f"{ENV_PREFIX}PROJECT"] = str(Path(project).resolve())
         os.environ[f"{ENV_PREFIX}DEV"] = "1" if dev else "0"
         os.environ[f"{ENV_PREFIX}PREFIX"] = prefix
+        os.environ[f"{ENV_PREFIX}WORKERS"] = str(workers if not reload else 1)
         if database_url:
             os.environ[f"{ENV_PREFIX}DATABASE_URL"] = database_url
         if workers > 1 and not reload:

@@ -5,13 +5,22 @@ streamable HTTP at ``/mcp`` on ``standardagents serve`` (bearer tokens and dev m
 REST API). A tool call is one turn: ``message`` goes to a new thread, or to ``thread`` to
 continue one; the reply's text comes back, with the thread's id in the structured content.
 While the turn runs, each tool call it makes is sent as a progress notification; a client's
-cancellation stops the turn; a turn pausing for a person's approval says so in its result.
+cancellation stops the turn. A turn pausing for a person's approval asks them through MCP
+elicitation when the client declared that capability (approve or deny each waiting call; the
+same turn then goes on and its final result is the answer); otherwise, or when the person
+dismisses the question, the result says the turn waits for an approval. On a connection
+with a back-channel (a 2025 session, stdio) the question is an ``elicitation/create``
+request; on the 2026-07-28 single-exchange HTTP protocol it is an ``InputRequiredResult``
+whose answers come with the client's retry of the call (any worker can take the retry: the
+state it echoes names only the thread and execution, and the caller must own the thread).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import json
+import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -37,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MCP_PATH", "build_mcp_server", "mcp_routes", "mcp_running", "serve_stdio"]
 
+#: protocol versions without server-to-client requests (questions travel in InputRequiredResult)
+_MODERN = ("2026-07-28",)
 #: where ``standardagents serve`` answers MCP's streamable HTTP transport
 MCP_PATH = "/mcp"
 _CALLER_KEY = "standardagents_caller"
@@ -45,6 +56,15 @@ _URI = re.compile(r"^thread://(?P<thread>[^/]+)/files/(?P<path>.+)$")
 _RESOURCE_THREADS = 50
 
 CallerOf = Callable[[ServerRequestContext[Any, Any]], Awaitable[UserRecord]]
+
+_DECISION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean", "title": "Approve", "description": "Let the agent make this call."},
+        "reason": {"type": "string", "title": "Reason", "description": "Why (told to the agent when denied)."},
+    },
+    "required": ["approved"],
+}
 
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -114,8 +134,10 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
-                        params: types.CallToolRequestParams) -> types.CallToolResult:
+                        params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         caller = await caller_of(ctx)
+        if params.request_state is not None:
+            return await _answered(ctx, caller, params)
         args = params.arguments or {}
         message, thread_id = args.get("message"), args.get("thread")
         if not isinstance(message, str) or not message.strip():
@@ -127,41 +149,67 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
         except DoorError as exc:
             return _error(exc.message, thread_id)
         turn = await start_turn(rt, thread, message)
-        step = 1
+        await ctx.session.report_progress(1, None, f"thread {thread.id}: turn {turn.execution_id} started")
+        return await _conclude(ctx, params.name, thread, turn.execution_id, turn.sub, turn.task, [1])
+
+    async def _answered(ctx: ServerRequestContext[Any, Any], caller: UserRecord,
+                        params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+        """A call retried with the person's answers to the approvals asked in an
+        ``InputRequiredResult``: decide them and follow the same turn."""
         try:
-            await ctx.session.report_progress(step, None, f"thread {thread.id}: turn {turn.execution_id} started")
-            async for event in turn_events(turn.sub, turn.task, rt, thread.id, turn.execution_id):
-                note: str | None = None
-                if event.type == "tool_call_started":
-                    note = f"calling {event.data.get('name')}"
-                elif event.type == "tool_call_done":
-                    note = f"{event.data.get('name')} {event.data.get('status') or 'done'}"
-                elif event.type == "approval.request":
-                    note = f"{event.data.get('tool')} waits for approval"
-                if note is not None:
-                    step += 1
-                    await ctx.session.report_progress(step, None, note)
-            result = await turn.task
+            state = json.loads(params.request_state or "")
+            thread_id, execution_id = str(state["thread"]), str(state["execution"])
+        except (ValueError, TypeError, KeyError):
+            return _error("the request state of this retry is not one this server gave")
+        thread = await rt.store.get_thread(thread_id)
+        if thread is None or not can_access_thread(caller, thread):
+            return _error(f"unknown thread {thread_id!r}", thread_id)
+        answers = {key: value for key, value in (params.input_responses or {}).items()
+                   if isinstance(value, types.ElicitResult)}
+        pending = [p for p in await rt.pending_approvals(thread.id) if p.get("executionId") == execution_id]
+        decisions: list[tuple[dict[str, Any], bool, str | None]] = []
+        for call in pending:
+            answer = answers.get(f"approval:{call['id']}")
+            decision = _decision(answer) if answer is not None else None
+            if decision is None:  # dismissed or not answered: the calls keep waiting
+                return await _waiting(thread.id, execution_id)
+            decisions.append((call, *decision))
+        resumed = await _decide(thread.id, decisions)
+        if resumed is None:
+            return await _waiting(thread.id, execution_id)
+        return await _conclude(ctx, params.name, thread, execution_id, resumed[0], resumed[1], [1])
+
+    async def _conclude(ctx: ServerRequestContext[Any, Any], agent_name: str, thread: Any, execution_id: str,
+                        sub: Any, task: Any, step: list[int]) -> types.CallToolResult | types.InputRequiredResult:
+        """Follow the turn to its end (asking for approvals on the way when the client can be
+        asked) and answer the call."""
+        try:
+            result = await _follow(ctx, sub, task, thread.id, execution_id, step)
+            while result.outcome == "approval_required" and _can_elicit(ctx):
+                if not ctx.session.can_send_request:
+                    if ctx.session.protocol_version in _MODERN:
+                        return await _input_required(thread.id, execution_id)
+                    break
+                # ask the person through the client; the same turn goes on with the decisions
+                resumed = await _ask_approvals(ctx, thread.id)
+                if resumed is None:
+                    break
+                sub, task = resumed
+                result = await _follow(ctx, sub, task, thread.id, execution_id, step)
         except BaseException:
             # the client cancelled (or went away): the turn stops with it
             with anyio.CancelScope(shield=True):
                 await rt.stop(thread.id)
             raise
-        structured: dict[str, Any] = {"thread": thread.id, "execution": turn.execution_id,
+        structured: dict[str, Any] = {"thread": thread.id, "execution": execution_id,
                                       "status": result.stop_reason, "outcome": result.outcome}
         if result.outcome == "approval_required":
-            approvals = await rt.pending_approvals(thread.id)
-            structured["status"] = "input_required"
-            structured["approvals"] = [{"tool": a.get("toolName") or a.get("tool"),
-                                        "arguments": a.get("args") or a.get("arguments")} for a in approvals]
-            text = _approval_text(thread.id, approvals)
-            return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                        structured_content=structured)
+            return await _waiting(thread.id, execution_id)
         if result.outcome == "error" or result.stop_reason == "error" or result.outcome == "output_invalid":
             return _error(f"the agent failed: {result.error or result.outcome}", thread.id)
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text or ""),
                    types.TextContent(type="text", text=f"(thread {thread.id}: pass it as 'thread' to continue)")]
-        typed = await _output_schema(rt, params.name)
+        typed = await _output_schema(rt, agent_name)
         if typed is not None and result.value is not None:
             from ...engine.output import to_jsonable
 
@@ -169,6 +217,78 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
             return types.CallToolResult(content=content, structured_content={"result": value} if typed[1] else value,
                                         _meta=structured)
         return types.CallToolResult(content=content, structured_content=structured)
+
+    async def _follow(ctx: ServerRequestContext[Any, Any], sub: Any, task: Any, thread_id: str, execution_id: str,
+                      step: list[int]) -> Any:
+        """Report the turn's tool calls as progress until it ends; its result."""
+        async for event in turn_events(sub, task, rt, thread_id, execution_id):
+            note: str | None = None
+            if event.type == "tool_call_started":
+                note = f"calling {event.data.get('name')}"
+            elif event.type == "tool_call_done":
+                note = f"{event.data.get('name')} {event.data.get('status') or 'done'}"
+            elif event.type == "approval.request":
+                note = f"{event.data.get('tool')} waits for approval"
+            if note is not None:
+                step[0] += 1
+                await ctx.session.report_progress(step[0], None, note)
+        return await task
+
+    async def _waiting(thread_id: str, execution_id: str) -> types.CallToolResult:
+        """The answer of a turn left waiting for approvals (today's report)."""
+        approvals = await rt.pending_approvals(thread_id)
+        structured: dict[str, Any] = {"thread": thread_id, "execution": execution_id, "status": "input_required",
+                                      "outcome": "approval_required",
+                                      "approvals": [{"tool": a.get("toolName") or a.get("tool"),
+                                                     "arguments": a.get("args") or a.get("arguments")}
+                                                    for a in approvals]}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=_approval_text(thread_id, approvals))],
+                                    structured_content=structured)
+
+    async def _input_required(thread_id: str, execution_id: str) -> types.InputRequiredResult:
+        """The questions for the waiting calls, answered in the client's retry of the call."""
+        requests: dict[str, Any] = {}
+        for call in await rt.pending_approvals(thread_id):
+            requests[f"approval:{call['id']}"] = types.ElicitRequest(params=types.ElicitRequestFormParams(
+                message=_question(thread_id, call), requested_schema=_DECISION_SCHEMA))
+        return types.InputRequiredResult(input_requests=requests, request_state=json.dumps(
+            {"thread": thread_id, "execution": execution_id}))
+
+    async def _decide(thread_id: str, decisions: list[tuple[dict[str, Any], bool, str | None]]) -> tuple[Any, Any] | None:
+        """Record the decisions; the resumed turn's subscription and task (None if nothing resumed)."""
+        if not decisions:
+            return None
+        sub = rt.subscribe(thread_id, reasoning=False)
+        task = None
+        try:
+            for pending, approved, reason in decisions:
+                task = await rt.decide(pending["token"], approved, reason=reason, thread_id=thread_id) or task
+        except BaseException:
+            sub.close()
+            raise
+        if task is None:
+            sub.close()
+            return None
+        return sub, task
+
+    async def _ask_approvals(ctx: ServerRequestContext[Any, Any], thread_id: str) -> tuple[Any, Any] | None:
+        """Ask the person about every waiting call (one elicitation each) and decide them; the
+        resumed turn's subscription and task, or None when a question was dismissed (or could
+        not be asked): the calls then keep waiting."""
+        from mcp.shared.exceptions import MCPError
+
+        decisions: list[tuple[dict[str, Any], bool, str | None]] = []
+        for pending in await rt.pending_approvals(thread_id):
+            try:
+                answer = await ctx.session.elicit_form(_question(thread_id, pending), _DECISION_SCHEMA,
+                                                       related_request_id=ctx.request_id)
+            except MCPError:
+                return None  # no way to ask on this connection: report the wait as before
+            decision = _decision(answer)
+            if decision is None:
+                return None
+            decisions.append((pending, *decision))
+        return await _decide(thread_id, decisions)
 
     async def list_resources(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
@@ -225,6 +345,28 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
                                "as 'thread' to continue the same conversation.")
 
 
+def _question(thread_id: str, call: dict[str, Any]) -> str:
+    tool = call.get("toolName") or call.get("tool")
+    arguments = call.get("args") or call.get("arguments") or {}
+    return f"The agent wants to call {tool} with {arguments} (thread {thread_id}). Do you approve?"
+
+
+def _decision(answer: types.ElicitResult) -> tuple[bool, str | None] | None:
+    """A person's answer as (approved, reason); None when they dismissed the question."""
+    if answer.action == "cancel":
+        return None
+    content = answer.content or {}
+    approved = answer.action == "accept" and content.get("approved") is True
+    raw = content.get("reason")
+    reason = raw if isinstance(raw, str) and raw else None
+    return approved, reason or (None if approved else "denied by the person asked")
+
+
+def _can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client declared MCP elicitation (so a person can be asked)."""
+    return bool(ctx.session.check_client_capability(types.ClientCapabilities(elicitation=types.ElicitationCapability())))
+
+
 # streamable HTTP on the server ----------------------------------------------------------------
 async def _http_caller(ctx: ServerRequestContext[Any, Any]) -> UserRecord:
     request = ctx.request
@@ -257,13 +399,28 @@ def mcp_routes() -> list[BaseRoute]:
     return [Route(MCP_PATH, _McpEndpoint(), methods=["GET", "POST", "DELETE"])]
 
 
+def _several_workers() -> bool:
+    """Whether this process is one of several workers of ``serve --workers N``."""
+    from ..app import ENV_PREFIX
+
+    try:
+        return int(os.environ.get(f"{ENV_PREFIX}WORKERS", "1")) > 1
+    except ValueError:
+        return False
+
+
 @contextlib.asynccontextmanager
 async def mcp_running(server: ServerState) -> AsyncIterator[None]:
-    """Run the MCP session manager for the server's lifetime."""
+    """Run the MCP session manager for the server's lifetime.
+
+    With several workers, sessions of the 2025 protocol are stateless (each request stands
+    alone), so whichever worker a request reaches answers it; 2026-07-28 requests stand alone
+    anyway. What a stateless session cannot do is ask the client mid-call (no back-channel):
+    an approval is then reported as waiting, as for a client without elicitation."""
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     manager = StreamableHTTPSessionManager(app=build_mcp_server(server.runtime, _http_caller),
-                                           max_request_body_size=server.max_body)
+                                           max_request_body_size=server.max_body, stateless=_several_workers())
     async with manager.run():
         server.extra["mcp_manager"] = manager
         try:
