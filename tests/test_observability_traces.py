@@ -320,3 +320,55 @@ async def test_an_execution_record_names_the_trace_of_its_turn(stub, make_runtim
     detail = await load_execution(rt.store, record)
     assert detail["traceId"] == format(agent.context.trace_id, "032x")
     assert len(detail["steps"]) == 2
+
+
+@define_tool
+async def remind(note: str, state: Any = None) -> str:
+    """Schedule a reminder for later."""
+    return await state.schedule_effect("send_reminder", {"note": note}, delay=3600)
+
+
+async def send_reminder(state: Any, args: dict[str, Any]) -> str:
+    if args["note"] == "fail":
+        raise ConnectionError("mail server unreachable")
+    return "sent"
+
+
+async def test_an_effect_run_after_a_restart_links_to_the_span_that_scheduled_it(stub, tmp_path: Path, spans):
+    from standardagents import define_effect
+    from standardagents.engine.effects import EffectScheduler
+    from standardagents.records import now_ms
+
+    defs = [AGENT, prompt("remind"), remind, stub_model(stub),
+            define_effect("send_reminder", "Send a reminder.", {"type": "object"}, send_reminder, max_attempts=1)]
+    db = f"sqlite:///{tmp_path / 'effects.db'}"
+    stub.queue(StubReply(tool_calls=[("remind", '{"note": "milk"}'), ("remind", '{"note": "fail"}')]), "Scheduled.")
+    rt = await Runtime.open(build_registry(*defs), store=open_store(db))
+    result = await rt.run("helper", "remind me")
+    await rt.aclose()
+    assert result.text == "Scheduled."
+    # the tool calls start in the reply's order: the first scheduled "milk", the second "fail"
+    scheduled_by = dict(zip(["milk", "fail"], sorted(named(spans, "execute_tool remind"), key=lambda s: s.start_time),
+                            strict=True))
+    rt2 = await Runtime.open(build_registry(*defs), store=open_store(db))
+    try:
+        ran = await EffectScheduler(rt2).run_due(now_ms() + 7_200_000)
+    finally:
+        await rt2.aclose()
+    assert {e.args["note"]: e.status for e in ran} == {"milk": "done", "fail": "failed"}
+    effect_spans = {s.attributes["standardagents.effect.id"]: s for s in named(spans, "effect send_reminder")}
+    assert set(effect_spans) == {e.id for e in ran}
+    for effect in ran:
+        span = effect_spans[effect.id]
+        assert span.parent is None
+        assert span.attributes["standardagents.effect.attempt"] == 1
+        assert span.attributes["gen_ai.conversation.id"] == effect.thread_id
+        (link,) = span.links
+        assert link.attributes == {"standardagents.link": "scheduled_by"}
+        scheduler = scheduled_by[effect.args["note"]]
+        assert (link.context.trace_id, link.context.span_id) == (scheduler.context.trace_id, scheduler.context.span_id)
+        if effect.status == "failed":
+            assert span.status.status_code == StatusCode.ERROR
+            assert [e.name for e in span.events] == ["exception"]
+        else:
+            assert span.status.status_code == StatusCode.UNSET

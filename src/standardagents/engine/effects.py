@@ -16,6 +16,7 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
+from .. import observability as observe
 from ..definitions import EffectDefinition
 from ..exceptions import NotFoundError, StandardAgentsError
 from ..records import now_ms
@@ -40,7 +41,8 @@ async def schedule(runtime: Runtime, state: ThreadState, name: str, args: dict[s
         json.dumps(args)
     except (TypeError, ValueError) as exc:
         raise StandardAgentsError(f"effect {name!r}: its arguments must be JSON values ({exc})") from exc
-    record = await runtime.store.schedule_effect(state.thread_id, name, args, run_at=now_ms() + int(delay * 1000))
+    record = await runtime.store.schedule_effect(state.thread_id, name, args, run_at=now_ms() + int(delay * 1000),
+                                                 trace=observe.trace_headers() or None)
     return record.id
 
 
@@ -148,7 +150,8 @@ class EffectScheduler:
             return
         definition: EffectDefinition = await rt.registry.aget("effects", effect.name, state.namespace)
         try:
-            result = await definition.run(state, effect.args or {})
+            with observe.effect_run(effect):
+                result = await definition.run(state, effect.args or {})
         except Exception as exc:
             attempts = effect.attempts
             failed_at = now_ms() if now is None else now  # this effect's own failure time

@@ -33,6 +33,7 @@ __all__ = [
     "carried_context",
     "configure_from_env",
     "current_ids",
+    "effect_run",
     "event",
     "hook",
     "model_call",
@@ -149,3 +150,15 @@ def tool_call(call: Any, tool: Any) -> Any:
     ``.outcome(o)`` records how it ended."""
     probe = _probe.get()
     return NOTHING if probe is None else probe.tool_call(call, tool)
+
+
+def effect_run(effect: Any) -> Any:
+    """A context manager around one run of a scheduled effect: an ``effect {name}`` span
+    when tracing, current while it runs and linked to the span that scheduled it (whose
+    context the effect record keeps, so the link holds in another process, after a restart)."""
+    tracer = tracing.tracer()
+    if tracer is None:
+        return NOTHING
+    from .probe import effect_span
+
+    return effect_span(tracer, effect)

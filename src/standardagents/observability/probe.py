@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - metrics without the OpenTelemetry API
 if TYPE_CHECKING:
     from ..engine.loop import Execution, ExecutionResult
 
-__all__ = ["ExecutionProbe"]
+__all__ = ["ExecutionProbe", "effect_span"]
 
 def _scalars(data: dict[str, Any], prefix: str = "standardagents.") -> dict[str, Any]:
     return {prefix + k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
@@ -370,3 +370,20 @@ class _ToolCall:
         if self._token is not None:
             _context.detach(self._token)
         span.end()
+
+
+def effect_span(tracer: Any, effect: Any) -> Any:
+    """The span of one effect run: a root of its own trace (it runs later, apart from the
+    turn that scheduled it), linked to the scheduling span. An exception the effect raises
+    is recorded and marks the span as an error, then goes on to the scheduler."""
+    links = []
+    scheduled_by = tracing.span_context_from(effect.trace)
+    if scheduled_by is not None:
+        links.append(_trace.Link(scheduled_by, {"standardagents.link": "scheduled_by"}))
+    span = tracer.start_span(f"effect {effect.name}", context=_context.Context(), links=links, attributes={
+        "standardagents.effect.id": effect.id,
+        "standardagents.effect.name": effect.name,
+        "standardagents.effect.attempt": effect.attempts,
+        "gen_ai.conversation.id": effect.thread_id,
+    })
+    return _trace.use_span(span, end_on_exit=True, record_exception=True, set_status_on_exception=True)

@@ -68,6 +68,8 @@ class EffectRecord:
     updated_at: int = field(default_factory=now_ms)
     claimed_by: str | None = None
     claimed_until: int | None = None
+    #: the propagation headers (``traceparent``...) of the span that scheduled it, if traced
+    trace: dict[str, str] | None = None
 
 
 @dataclass(slots=True)

@@ -212,6 +212,7 @@ scheduled_effects = Table(
     Column("updated_at", BigInteger, nullable=False),
     Column("claimed_by", String(255)),
     Column("claimed_until", BigInteger),
+    Column("trace", JSON),
     Index("ix_scheduled_effects_due", "status", "run_at"),
     Index("ix_scheduled_effects_thread", "thread_id"),
 )

@@ -681,9 +681,10 @@ class SQLStore:
     # ------------------------------------------------------------ scheduled effects
 
     async def schedule_effect(self, thread_id: str, name: str, args: Any = None, *,
-                              run_at: int | None = None, effect_id: str | None = None) -> EffectRecord:
+                              run_at: int | None = None, effect_id: str | None = None,
+                              trace: dict[str, str] | None = None) -> EffectRecord:
         effect = EffectRecord(thread_id=thread_id, name=name, args=args,
-                              run_at=run_at if run_at is not None else now_ms())
+                              run_at=run_at if run_at is not None else now_ms(), trace=trace or None)
         if effect_id is not None:
             effect.id = effect_id
         return await self._run(ops.schedule_effect, effect)
