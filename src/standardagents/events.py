@@ -3,12 +3,19 @@
 Every event belongs to a thread. Subscribers get bounded queues: a slow client never
 blocks the engine; when its queue overflows it loses events and is told with one
 ``lagged`` event carrying how many it missed.
+
+Event ids: the bus that publishes an event first gives it its id, which then travels with it
+(across workers on the relay, into the event log), so every worker shows the same id. An id
+is a clock reading in microseconds since the epoch, raised when needed to stay above the last
+id this process saw on the same thread (its own events and those relayed from other workers):
+a thread's ids only grow, without a database round trip per event, and a reconnecting client
+names the last one it saw to be sent what followed (:mod:`standardagents.eventlog`). Events
+made for one client only (``connected``, ``lagged``) have id 0 and are never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -35,18 +42,22 @@ EVENT_TYPES = (
     "lagged",
 )
 
-_counter = itertools.count(1)
+#: ids remembered per thread before the oldest half is forgotten (a forgotten thread's next
+#: id comes from the clock, which is past its last id unless the clock went back)
+_MAX_REMEMBERED = 100_000
 
 
 @dataclass(slots=True)
 class Event:
-    """One event: ``type`` and JSON-able ``data`` for one thread; ``id`` increases."""
+    """One event: ``type`` and JSON-able ``data`` for one thread; ``id`` grows per thread
+    (0 until a bus publishes it). ``local`` is false for events relayed from another process."""
 
     type: str
     thread_id: str
     data: dict[str, Any]
-    id: int = field(default_factory=lambda: next(_counter))
+    id: int = 0
     ts: float = field(default_factory=time.time)
+    local: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "type": self.type, "threadId": self.thread_id, "data": self.data, "ts": self.ts}
@@ -111,6 +122,27 @@ class EventBus:
         self._listeners: list[Any] = []
         #: child thread -> parent thread: a child's events are also carried on its parent's stream
         self._relays: dict[str, str] = {}
+        #: the last id published per thread (and over all threads)
+        self._last: dict[str, int] = {}
+        self._last_any = 0
+
+    def next_id(self, stream: str) -> int:
+        """A fresh id for an event of ``stream`` (a thread id): the clock in microseconds,
+        or one more than the last id of that stream or of this bus, whichever is larger."""
+        last = self._last.get(stream, 0)
+        now = time.time_ns() // 1000
+        new = max(now, last + 1, self._last_any + 1)
+        self._last_any = new
+        self._remember(stream, new)
+        return new
+
+    def _remember(self, stream: str, event_id: int) -> None:
+        last = self._last
+        if event_id > last.get(stream, 0):
+            last[stream] = event_id
+            if len(last) > _MAX_REMEMBERED:
+                for key in list(last)[: _MAX_REMEMBERED // 2]:
+                    del last[key]
 
     def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
         sub = Subscription(self, thread_id, maxsize or self.maxsize, reasoning)
@@ -148,6 +180,10 @@ class EventBus:
         return bool(self._subs.get(thread_id) or self._subs.get(None) or self._listeners or thread_id in self._relays)
 
     def publish(self, event: Event) -> None:
+        if not event.id:
+            event.id = self.next_id(event.thread_id)
+        else:  # relayed: its id was given where it was first published
+            self._remember(event.thread_id, event.id)
         parent = self._relays.get(event.thread_id) if self._relays else None
         if parent is not None:
             self.publish(Event("subagent_event", parent, {"threadId": event.thread_id,

@@ -202,7 +202,7 @@ class PostgresRelay:
     def _encode(self, event: Event) -> list[str]:
         """The notification payloads of one event (several when it is large)."""
         self._seq += 1
-        body = _ENCODER.encode({"t": event.type, "th": event.thread_id, "d": event.data, "ts": event.ts})
+        body = _ENCODER.encode({"t": event.type, "th": event.thread_id, "d": event.data, "ts": event.ts, "i": event.id})
         head_room = MAX_PAYLOAD - 64
         parts = [body[i:i + head_room] for i in range(0, len(body), head_room)] or [""]
         total = len(parts)
@@ -326,7 +326,7 @@ class PostgresRelay:
             body = "".join(seen[2])
         try:
             raw = json.loads(body)
-            event = Event(raw["t"], raw["th"], raw["d"], ts=raw["ts"])
+            event = Event(raw["t"], raw["th"], raw["d"], int(raw.get("i") or 0), raw["ts"], local=False)
         except (ValueError, KeyError, TypeError):
             log.warning("event relay ignored a malformed event from %s", origin)
             return

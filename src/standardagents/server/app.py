@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..engine.runtime import Runtime
+from ..eventlog import event_log_from_env
 from ..observability import configure_from_env, metrics
 from ..observability.http import ObservabilityMiddleware
 from ..relay import relay_for_store
@@ -108,6 +109,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         # PostgreSQL: other workers' live events reach this worker's streams (SQLite: none)
         relay = relay_for_store(rt.bus, rt.store)
         server = app.state.server
+        # recent events are kept so a client that reconnects gets what it missed
+        event_log = event_log_from_env(rt.bus, rt.store)
 
         def draining() -> None:
             server.draining = True
@@ -120,6 +123,9 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
                 app.state.server.extra["relay"] = relay
                 # a stop asked on another worker reaches the turn running here
                 rt.bus.add_listener(rt.on_bus_event)
+            if event_log is not None:
+                event_log.start()
+                server.event_log = server.hub.event_log = event_log
             async with doors_running(app.state.server):
                 yield
         finally:
@@ -133,6 +139,8 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
                 rt.bus.remove_listener(rt.on_bus_event)
                 await relay.aclose()
             await scheduler.stop()
+            if event_log is not None:
+                await event_log.aclose()
             metrics.process_exit()
             for task in list(app.state.server.extra.get("tasks", ())):
                 task.cancel()

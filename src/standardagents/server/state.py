@@ -11,6 +11,7 @@ from ..store.base import UserRecord
 
 if TYPE_CHECKING:
     from ..engine.runtime import Runtime
+    from ..eventlog import EventLog
     from .endpoints import EndpointTable
     from .users import UserHub
 
@@ -31,6 +32,8 @@ class ServerState:
     stream_buffer: int = 1000
     #: set when a shutdown was asked for: ``/readyz`` answers 503 from then on
     draining: bool = False
+    #: recent events kept for clients that reconnect (None: turned off, or not started yet)
+    event_log: EventLog | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

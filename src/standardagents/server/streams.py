@@ -3,6 +3,12 @@
 Each client gets a bounded subscription, so a slow reader is told it ``lagged`` while the
 engine never waits. Reasoning chunks are sent only to clients asking for them with the
 ``includeReasoning`` query parameter (the spec's ``THREAD_STREAM_REASONING_PARAM``).
+
+A client that reconnects names the last event id it saw (the SSE ``Last-Event-ID`` header,
+or the ``after`` query parameter on any stream): it is first sent what it missed from the
+event log (:mod:`standardagents.eventlog`), then live events, with no duplicate and no gap;
+when what it missed is older than the log keeps, it gets one ``lagged`` event
+(``reason: "expired"``) telling it to re-read the thread's messages instead.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from ..eventlog import Replay, user_stream_key
 from ..events import Event, Subscription
 from .auth import authenticate, require_thread
 from .errors import ApiError
@@ -25,6 +32,7 @@ from .state import server_of
 __all__ = [
     "KEEPALIVE_SECONDS",
     "THREAD_STREAM_REASONING_PARAM",
+    "resume_after",
     "sse_encode",
     "sse_response",
     "thread_stream",
@@ -50,9 +58,63 @@ def wants_reasoning(conn: HTTPConnection) -> bool:
 
 
 def sse_encode(event: Event) -> bytes:
-    """One event as an SSE frame: ``id``, ``event`` (its type) and the JSON wire shape."""
+    """One event as an SSE frame: ``id``, ``event`` (its type) and the JSON wire shape.
+
+    Events made for one client (``connected``, ``lagged``) carry no ``id:`` line, so a
+    browser's ``Last-Event-ID`` stays the id of the last real event."""
     payload = json.dumps(event.to_dict(), separators=(",", ":"), default=str)
+    if not event.id:
+        return f"event: {event.type}\ndata: {payload}\n\n".encode()
     return f"id: {event.id}\nevent: {event.type}\ndata: {payload}\n\n".encode()
+
+
+def resume_after(conn: HTTPConnection) -> int | None:
+    """The last event id a reconnecting client saw: the ``after`` query parameter, else the
+    SSE ``Last-Event-ID`` header; ``None`` for a fresh connection."""
+    raw = conn.query_params.get("after")
+    name = "the 'after' query parameter"
+    if raw is None:
+        raw = conn.headers.get("last-event-id")
+        name = "the Last-Event-ID header"
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ApiError(400, f"{name} must be an event id (a whole number of 0 or more), got {raw[:40]!r}",
+                       "invalid_request")
+    return value
+
+
+async def _replay(server: Any, stream: str, after: int | None, thread_id: str, reasoning: bool) -> Replay | None:
+    """What a reconnecting client missed (``None`` for a fresh connection or without a log)."""
+    if after is None or server.event_log is None:
+        return None
+    replay: Replay = await server.event_log.replay(stream, after, thread_id=thread_id, reasoning=reasoning)
+    return replay
+
+
+def _expired(thread_id: str, after: int) -> Event:
+    return Event("lagged", thread_id, {"reason": "expired", "after": after, "missed": None})
+
+
+async def _resumed(replay: Replay | None, thread_id: str,
+                   live: AsyncIterator[Event | None]) -> AsyncIterator[Event | None]:
+    """The replayed events (or ``lagged``), then the live ones the client has not seen."""
+    try:
+        if replay is not None:
+            if replay.lagged:
+                yield _expired(thread_id, replay.last_id)
+            for missed in replay.events:
+                yield missed
+        async for event in live:
+            if event is None or replay is None or replay.fresh(event):
+                yield event
+    finally:
+        with contextlib.suppress(BaseException):
+            await live.aclose()  # type: ignore[attr-defined]
 
 
 class _ClosingStream(StreamingResponse):
@@ -96,11 +158,24 @@ async def _events(sub: Subscription, *, keepalive: float = KEEPALIVE_SECONDS) ->
         sub.close()
 
 
-async def _sse_frames(sub: Subscription, first: bytes | None = None) -> AsyncIterator[bytes]:
+async def _sse_frames(sub: Subscription, first: bytes | None = None,
+                      replay: Replay | None = None) -> AsyncIterator[bytes]:
     if first is not None:
         yield first
-    async for event in _events(sub):
+    async for event in _resumed(replay, sub.thread_id or "", _events(sub)):
         yield b": keepalive\n\n" if event is None else sse_encode(event)
+
+
+async def _open_thread_feed(conn: HTTPConnection, thread_id: str, reasoning: bool) -> tuple[Subscription, Replay | None]:
+    """Subscribe first, then read what a reconnecting client missed: nothing falls between."""
+    after = resume_after(conn)
+    server = server_of(conn)
+    sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
+    try:
+        return sub, await _replay(server, thread_id, after, thread_id, reasoning)
+    except BaseException:
+        sub.close()
+        raise
 
 
 def _hello(thread_id: str, reasoning: bool) -> Event:
@@ -108,14 +183,14 @@ def _hello(thread_id: str, reasoning: bool) -> Event:
 
 
 async def thread_stream(request: Request) -> Response:
-    """``GET {prefix}/threads/{id}/stream``: every event of the thread from now on, as SSE."""
+    """``GET {prefix}/threads/{id}/stream``: every event of the thread from now on, as SSE
+    (after what it missed, for a client sending ``Last-Event-ID`` or ``after``)."""
     caller = await authenticate(request, allow_query=True)
     thread_id = request.path_params["thread_id"]
     await require_thread(request, thread_id, caller)
-    server = server_of(request)
     reasoning = wants_reasoning(request)
-    sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
-    return sse_response(_sse_frames(sub, sse_encode(_hello(thread_id, reasoning))), on_close=sub.close)
+    sub, replay = await _open_thread_feed(request, thread_id, reasoning)
+    return sse_response(_sse_frames(sub, sse_encode(_hello(thread_id, reasoning)), replay), on_close=sub.close)
 
 
 async def _ws_pump(websocket: WebSocket, source: AsyncIterator[Event | None]) -> None:
@@ -168,18 +243,21 @@ async def _ws_refuse(websocket: WebSocket, exc: ApiError) -> None:
 async def thread_ws(websocket: WebSocket) -> None:
     """``{prefix}/threads/{id}/ws``: the same events as the SSE stream, one JSON text frame each."""
     thread_id = websocket.path_params["thread_id"]
+    reasoning = wants_reasoning(websocket)
     try:
         caller = await authenticate(websocket, allow_query=True)
         await require_thread(websocket, thread_id, caller)
+        sub, replay = await _open_thread_feed(websocket, thread_id, reasoning)
     except ApiError as exc:
         await _ws_refuse(websocket, exc)
         return
-    server = server_of(websocket)
-    reasoning = wants_reasoning(websocket)
-    sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
-    await websocket.accept()
-    await websocket.send_text(json.dumps(_hello(thread_id, reasoning).to_dict()))
-    await _ws_pump(websocket, _events(sub))
+    try:
+        await websocket.accept()
+        await websocket.send_text(json.dumps(_hello(thread_id, reasoning).to_dict()))
+    except BaseException:
+        sub.close()
+        raise
+    await _ws_pump(websocket, _resumed(replay, thread_id, _events(sub)))
 
 
 async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str,
@@ -212,11 +290,17 @@ async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, 
         sub.close()
 
 
-async def _user_frames(websocket_or_request: HTTPConnection, transport: str) -> tuple[Any, Any, Any]:
+async def _user_frames(websocket_or_request: HTTPConnection, transport: str) -> tuple[Any, Any, Any, Replay | None]:
     server = server_of(websocket_or_request)
     caller = await authenticate(websocket_or_request, allow_query=True)
+    after = resume_after(websocket_or_request)
     client = await server.hub.attach(caller, transport, websocket_or_request.headers.get("user-agent"))
-    return server, caller, client
+    try:
+        replay = await _replay(server, user_stream_key(caller.id), after, "", True)
+    except BaseException:
+        await server.hub.detach(caller, client)
+        raise
+    return server, caller, client, replay
 
 
 async def _client_events(client: Any) -> AsyncIterator[Event | None]:
@@ -230,12 +314,12 @@ async def _client_events(client: Any) -> AsyncIterator[Event | None]:
 async def user_stream(request: Request) -> Response:
     """``GET {prefix}/users/me/stream``: the caller's own events (value changes, custom
     events), as SSE; attaching and detaching run the user hooks."""
-    server, caller, client = await _user_frames(request, "sse")
+    server, caller, client, replay = await _user_frames(request, "sse")
 
     async def frames() -> AsyncIterator[bytes]:
         try:
             yield sse_encode(Event("connected", "", {"client": client.to_dict()}))
-            async for event in _client_events(client):
+            async for event in _resumed(replay, "", _client_events(client)):
                 yield b": keepalive\n\n" if event is None else sse_encode(event)
         finally:
             await server.hub.detach(caller, client)
@@ -246,13 +330,13 @@ async def user_stream(request: Request) -> Response:
 async def user_ws(websocket: WebSocket) -> None:
     """``{prefix}/users/me/ws``: the user stream over a WebSocket."""
     try:
-        server, caller, client = await _user_frames(websocket, "websocket")
+        server, caller, client, replay = await _user_frames(websocket, "websocket")
     except ApiError as exc:
         await _ws_refuse(websocket, exc)
         return
     try:
         await websocket.accept()
         await websocket.send_text(json.dumps(Event("connected", "", {"client": client.to_dict()}).to_dict()))
-        await _ws_pump(websocket, _client_events(client))
+        await _ws_pump(websocket, _resumed(replay, "", _client_events(client)))
     finally:
         await server.hub.detach(caller, client)

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..eventlog import EventLog, user_stream_key
 from ..events import Event
 from ..records import new_id, now_ms
 from ..store.base import UserRecord
@@ -94,6 +95,8 @@ class UserHub:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.clients: dict[str, set[UserClient]] = {}
+        #: where the user events are kept for clients that reconnect (set by the server)
+        self.event_log: EventLog | None = None
 
     async def _run_hooks(self, name: str, *args: Any) -> None:
         registry = self.runtime.registry
@@ -125,8 +128,11 @@ class UserHub:
         await self._run_hooks("user_client_detached", UserState(self, user), client)
 
     def publish(self, user_id: str, event: str, data: dict[str, Any]) -> None:
+        item = Event(event, "", data)
+        if self.event_log is not None:
+            self.event_log.record(user_stream_key(user_id), item)
         for client in tuple(self.clients.get(user_id, ())):
-            client.push(Event(event, "", data))
+            client.push(item)
 
     async def set_value(self, user: UserRecord, key: str, value: Any) -> None:
         await self.runtime.store.set_user_value(user.id, key, value)

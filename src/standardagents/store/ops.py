@@ -49,6 +49,7 @@ from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
 from .schema import (
     api_tokens,
     env_values,
+    event_log,
     executions,
     logs,
     messages,
@@ -174,6 +175,7 @@ def delete_thread(conn: Connection, thread_id: str) -> bool:
         and_(env_values.c.scope.in_(("thread", "inbox")), env_values.c.scope_id == thread_id)))
     conn.execute(delete(subagents).where(or_(
         subagents.c.parent_thread_id == thread_id, subagents.c.child_thread_id == thread_id)))
+    conn.execute(delete(event_log).where(event_log.c.stream == thread_id))
     return conn.execute(delete(threads).where(threads.c.id == thread_id)).rowcount > 0
 
 

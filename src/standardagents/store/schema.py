@@ -24,6 +24,8 @@ from sqlalchemy import (
 __all__ = [
     "api_tokens",
     "env_values",
+    "event_floors",
+    "event_log",
     "executions",
     "logs",
     "messages",
@@ -231,4 +233,26 @@ subagents = Table(
     Column("updated_at", BigInteger, nullable=False),
     Index("ix_subagents_parent", "parent_thread_id", "created_at"),
     Index("ix_subagents_child", "child_thread_id"),
+)
+
+#: recent events of each stream (a thread, or ``user:<id>``), for clients that reconnect;
+#: trimmed by count and age (:mod:`standardagents.eventlog`)
+event_log = Table(
+    "event_log",
+    metadata,
+    Column("stream", String(80), primary_key=True),
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("type", String(255), nullable=False),
+    Column("data", Text, nullable=False),
+    Column("ts", Float, nullable=False),
+    Index("ix_event_log_ts", "ts"),
+)
+
+#: per stream, the highest event id trimmed away: a client asking for events after an older
+#: id has missed some for good
+event_floors = Table(
+    "event_floors",
+    metadata,
+    Column("stream", String(80), primary_key=True),
+    Column("floor", BigInteger, nullable=False),
 )

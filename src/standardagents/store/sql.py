@@ -32,7 +32,7 @@ from sqlalchemy.pool import StaticPool
 from ..exceptions import NotFoundError, StandardAgentsError, StoreError
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
 from ..records import ExecutionRecord, FileRecord, LogRecord, Message, ThreadRecord, now_ms
-from . import fileops, ops
+from . import eventops, fileops, ops
 from .checks import check_json, check_key, check_path, check_text, check_window
 from .fastpath import SQLiteFastPath
 from .migrate import upgrade_to_head
@@ -561,6 +561,20 @@ class SQLStore:
         check_text("thread id", thread_id)
         check_window(limit, offset)
         return await self._run(ops.list_logs, thread_id, limit, offset, write=False)
+
+    # ------------------------------------------------------------ event log
+
+    async def append_events(self, rows: list[tuple[str, int, str, Any, float]]) -> int:
+        """Store events ``(stream, id, type, data, ts)`` in one transaction (ids already stored are skipped)."""
+        return await self._run(eventops.append_events, rows)
+
+    async def read_events(self, stream: str, after: int, *, limit: int = 10_000) -> tuple[int, list[tuple[str, int, str, Any, float]]]:
+        """The stream's floor (highest id trimmed away, 0 when none) and its events after ``after``."""
+        return await self._run(eventops.read_events, stream, int(after), int(limit), write=False)
+
+    async def prune_events(self, streams: list[str], keep: int, before_ts: float | None) -> int:
+        """Trim the log: ``keep`` newest events per stream in ``streams``, none older than ``before_ts``."""
+        return await self._run(eventops.prune_events, list(streams), int(keep), before_ts)
 
     # ------------------------------------------------------------ thread files
 

@@ -1,0 +1,38 @@
+"""The event log (recent events per stream, replayed to reconnecting clients) and its floors.
+
+Revision ID: 0003
+Revises: 0002
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "event_log",
+        sa.Column("stream", sa.String(80), primary_key=True),
+        sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("type", sa.String(255), nullable=False),
+        sa.Column("data", sa.Text, nullable=False),
+        sa.Column("ts", sa.Float, nullable=False),
+    )
+    op.create_index("ix_event_log_ts", "event_log", ["ts"])
+    op.create_table(
+        "event_floors",
+        sa.Column("stream", sa.String(80), primary_key=True),
+        sa.Column("floor", sa.BigInteger, nullable=False),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("event_floors")
+    op.drop_index("ix_event_log_ts", "event_log")
+    op.drop_table("event_log")
