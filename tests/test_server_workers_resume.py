@@ -1,0 +1,152 @@
+"""Resumable streams across `standardagents serve --workers 2` on PostgreSQL: a client that
+drops mid-turn and comes back with ``Last-Event-ID``, on either worker, sees every event of
+the turn once, in order, ending with exactly one ``done``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from standardagents.testing.openai_stub import OpenAIStub, StubReply
+from test_server_workers import WORKER, _admin_token, _free_port, _start_server, _stop_server, _wait_ready, _Workers
+from test_server_workers import database as database  # noqa: F401 - the fixture
+
+PROJECT = {
+    "agents/agents/adder.py": (
+        "from standardagents import define_agent\n"
+        "adder = define_agent(name='adder', side_a={'prompt': 'adder_prompt', 'stop_on_response': True})\n"),
+    "agents/prompts/adder_prompt.py": (
+        "from standardagents import define_prompt\n"
+        "adder_prompt = define_prompt(name='adder_prompt', prompt='Add.', model='stubbed', tools=['add'])\n"),
+    "agents/tools/add.py": (
+        "from standardagents import define_tool\n\n\n"
+        "@define_tool\n"
+        "def add(a: int = 1, b: int = 2) -> str:\n"
+        "    '''Add two integers.\n\n    Args:\n        a: The first.\n        b: The second.\n    '''\n"
+        "    return str(a + b)\n"),
+}
+
+
+class Model:
+    """A tool call first; the answer (streamed in many chunks) only once ``resume`` is set."""
+
+    def __init__(self) -> None:
+        self.resume = threading.Event()
+        self.second_asked = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        if not any(m.get("role") == "tool" for m in body.get("messages", [])):
+            return StubReply(tool_calls=[("add", json.dumps({"a": 2, "b": 3}))])
+        self.second_asked.set()
+        self.resume.wait(30)
+        return StubReply(text="Two and three make five, which is what the tool said too.", chunk_size=2)
+
+
+class Stream:
+    """A thread's SSE stream read in the background (optionally resuming after an id)."""
+
+    def __init__(self, client: httpx.AsyncClient, thread_id: str, last_event_id: int | None = None) -> None:
+        self.client = client
+        self.events: list[dict[str, Any]] = []
+        self.worker: str | None = None
+        self._headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+        self._open = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._task = asyncio.create_task(self._read(thread_id))
+
+    async def _read(self, thread_id: str) -> None:
+        async with self.client.stream("GET", f"/api/threads/{thread_id}/stream", headers=self._headers) as response:
+            response.raise_for_status()
+            self.worker = response.headers[WORKER]
+            self._open.set()
+            buffer = ""
+            async for text in response.aiter_text():
+                buffer += text
+                while "\n\n" in buffer:
+                    frame, buffer = buffer.split("\n\n", 1)
+                    data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
+                    if data is not None:
+                        async with self._changed:
+                            self.events.append(json.loads(data))
+                            self._changed.notify_all()
+
+    async def opened(self) -> str:
+        await asyncio.wait_for(self._open.wait(), 10)
+        assert self.worker is not None
+        return self.worker
+
+    async def until(self, type_: str) -> list[dict[str, Any]]:
+        """Every event so far, once one of this type arrived."""
+        async def seen() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: any(e["type"] == type_ for e in self.events))
+        await asyncio.wait_for(seen(), 30)
+        return [e for e in self.events if e["type"] != "connected"]
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(BaseException):
+            await self._task
+
+
+async def test_a_client_reconnecting_on_either_worker_sees_every_event_once(database: str, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    for rel, text in PROJECT.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+    token = await _admin_token(database)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    models = [Model(), Model()]
+    current: list[Model] = []
+    with OpenAIStub(lambda body: current[-1](body)) as stub:
+        (project / "agents/models/stubbed.py").parent.mkdir(parents=True, exist_ok=True)
+        (project / "agents/models/stubbed.py").write_text(
+            "from standardagents import define_model\n"
+            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
+            " max_retries=0)\n")
+        proc = _start_server(project, port, database, env)
+        workers = _Workers(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
+        try:
+            async with httpx.AsyncClient(base_url=workers.base_url, headers=workers.headers, timeout=30) as client:
+                await _wait_ready(client)
+            one, two = await workers.discover()
+            # the turn runs on `one`; the client first reads from `first`, then comes back on `then`
+            for model, (first, then) in zip(models, ((two, one), (one, two)), strict=True):
+                current.append(model)
+                thread = (await workers.request(one, "POST", "/api/threads", json={"agent": "adder"})).json()["id"]
+                reference = Stream(await workers.on(two), thread)
+                dropped = Stream(await workers.on(first), thread)
+                resumed: Stream | None = None
+                try:
+                    await reference.opened()
+                    assert await dropped.opened() == first
+                    sent = await workers.request(one, "POST", f"/api/threads/{thread}/messages", json={"content": "2+3?"})
+                    assert sent.status_code == 202
+                    last_seen = (await dropped.until("tool_call_started"))[-1]["id"]
+                    await dropped.close()  # gone mid-turn
+                    await asyncio.to_thread(model.second_asked.wait, 30)
+                    resumed = Stream(await workers.on(then), thread, last_seen)
+                    assert await resumed.opened() == then
+                    model.resume.set()
+                    got = await resumed.until("done")
+                    everything = await reference.until("done")
+                finally:
+                    for stream in (reference, dropped, resumed):
+                        if stream is not None:
+                            await stream.close()
+                missed = [e for e in everything if e["id"] > last_seen]
+                assert got == missed, (first, then)
+                assert [e["type"] for e in got].count("done") == 1 and got[-1]["type"] == "done"
+                assert got[-1]["data"]["executionId"] == sent.json()["executionId"]
+                assert "tool_call_done" in [e["type"] for e in got] and "message_chunk" in [e["type"] for e in got]
+        finally:
+            await workers.aclose()
+            _stop_server(proc)
