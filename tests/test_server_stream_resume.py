@@ -105,8 +105,10 @@ def _real(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e["type"] != "connected"]
 
 
-async def _start_turn(c: httpx.AsyncClient) -> tuple[str, list[dict[str, Any]], asyncio.Task[None]]:
-    """A thread, a reference client that reads it from the start to ``done``, and a turn."""
+async def _start_turn(c: httpx.AsyncClient, leaver: list[dict[str, Any]] | None = None,
+                      ) -> tuple[str, list[dict[str, Any]], asyncio.Task[None]]:
+    """A thread, a reference client that reads it from the start to ``done``, and a turn
+    (with ``leaver``: a second client that reads until the tool starts, then leaves)."""
     r = await c.post(f"{API}/threads", json={"agent": "helper"})
     assert r.status_code == 201, r.text
     tid = str(r.json()["id"])
@@ -114,19 +116,22 @@ async def _start_turn(c: httpx.AsyncClient) -> tuple[str, list[dict[str, Any]], 
     opened = asyncio.Event()
     reference = asyncio.create_task(_read(c, f"{API}/threads/{tid}/stream", everything, opened))
     await opened.wait()
+    if leaver is not None:
+        here = asyncio.Event()
+        leaving = asyncio.create_task(_read(c, f"{API}/threads/{tid}/stream", leaver, here, until="tool_call_started"))
+        await here.wait()
     posted = await c.post(f"{API}/threads/{tid}/messages", json={"content": "add 2 and 3"})
     assert posted.status_code == 202, posted.text
+    if leaver is not None:
+        await leaving
     return tid, everything, reference
 
 
 async def test_reconnecting_with_last_event_id_replays_exactly_the_missed_events(server: Any, model: Model) -> None:
     async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers, timeout=30) as c:
-        tid, everything, reference = await _start_turn(c)
         first: list[dict[str, Any]] = []
-        opened = asyncio.Event()
         # this client leaves as soon as the tool starts: it misses the rest of the step
-        await _read(c, f"{API}/threads/{tid}/stream", first, opened, until="tool_call_started",
-                    )
+        tid, everything, reference = await _start_turn(c, first)
         last_seen = _real(first)[-1]["id"]
         await asyncio.to_thread(model.second_asked.wait, 20)  # the tool's events are out by now
         again: list[dict[str, Any]] = []
@@ -171,20 +176,26 @@ async def test_ids_older_than_retention_get_one_lagged_event(model: Model, tmp_p
     with OpenAIStub(model) as stub:
         for server in serve_app(_project(tmp_path, stub.base_url), f"sqlite+aiosqlite:///{tmp_path / 'lag.db'}"):
             async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers, timeout=30) as c:
-                tid, everything, reference = await _start_turn(c)
+                tid, first_turn, reference = await _start_turn(c)
                 await reference
-                oldest = _real(everything)[0]["id"]
-                newest = _real(everything)[-1]["id"]
+                # a second turn; the log keeps only its newest events (whole batches)
+                second_turn: list[dict[str, Any]] = []
+                opened = asyncio.Event()
+                reading = asyncio.create_task(_read(c, f"{API}/threads/{tid}/stream", second_turn, opened,
+                                                    headers={"Last-Event-ID": str(_real(first_turn)[-1]["id"])}))
+                await opened.wait()
+                await c.post(f"{API}/threads/{tid}/messages", json={"content": "and again"})
+                await reading
                 late: list[dict[str, Any]] = []
                 await _read(c, f"{API}/threads/{tid}/stream", late, asyncio.Event(), until="lagged",
-                            headers={"Last-Event-ID": str(oldest)})
+                            headers={"Last-Event-ID": str(_real(first_turn)[0]["id"])})
                 recent: list[dict[str, Any]] = []
                 await _read(c, f"{API}/threads/{tid}/stream", recent, asyncio.Event(),
-                            headers={"Last-Event-ID": str(_real(everything)[-2]["id"])})
+                            headers={"Last-Event-ID": str(_real(second_turn)[-2]["id"])})
     assert [e["type"] for e in late] == ["connected", "lagged"]
-    assert late[1]["data"]["reason"] == "expired" and "id" in late[1] and not late[1]["id"]
+    assert late[1]["data"]["reason"] == "expired" and late[1]["id"] == 0
     # within retention, replay still works
-    assert [e["id"] for e in _real(recent)] == [newest]
+    assert _real(recent) == _real(second_turn)[-1:]
 
 
 @pytest.mark.parametrize("value", ["abc", "-4", "1.5"])

@@ -15,8 +15,16 @@ from typing import Any
 import httpx
 
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
-from test_server_workers import WORKER, _admin_token, _free_port, _start_server, _stop_server, _wait_ready, _Workers
-from test_server_workers import database as database  # noqa: F401 - the fixture
+from test_server_workers import (
+    WORKER,
+    _admin_token,
+    _free_port,
+    _start_server,
+    _stop_server,
+    _wait_ready,
+    _Workers,
+)
+from test_server_workers import database as database  # the fixture
 
 PROJECT = {
     "agents/agents/adder.py": (

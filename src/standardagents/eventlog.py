@@ -2,8 +2,8 @@
 
 Every event a process publishes (and every user-stream event it sends) is appended to an
 in-memory batch; one background task writes the batch to the store in a single statement
-about every ``flush_interval`` seconds, so the engine never waits for the database, however
-many token deltas it streams. Only the process that published an event writes it; events
+about every ``flush_interval`` seconds, one row per stream holding all of its events of the
+batch, so the engine never waits for the database and token deltas cost no row each. Only the process that published an event writes it; events
 relayed from other workers are not written again.
 
 A reconnecting client names the last id it saw (SSE ``Last-Event-ID``, or ``after``); it is
@@ -177,7 +177,7 @@ class EventLog:
         async with self._flushing:
             batch, self._pending = self._pending, []
             if batch:
-                rows = [(stream, e.id, e.type, _ENCODER.encode(e.data), e.ts) for stream, e in batch]
+                rows = _rows(batch)
                 try:
                     await self.store.append_events(rows)
                 except BaseException:
@@ -221,9 +221,8 @@ class EventLog:
         if floor > after or len(rows) >= limit:
             return Replay([], True, after)
         found: dict[int, Event] = {}
-        for _s, event_id, type_, data, ts in rows:
-            found[event_id] = Event(type_, thread_id if thread_id is not None else stream,
-                                    json.loads(data) if isinstance(data, str) else data, event_id, ts)
+        for event_id, type_, data, ts in rows:
+            found[event_id] = Event(type_, thread_id if thread_id is not None else stream, data, event_id, ts)
         for key, event in tuple(self._recent):
             if key == stream and event.id > after and event.id not in found:
                 found[event.id] = event
@@ -232,6 +231,19 @@ class EventLog:
             events = [e for e in events if e.type != "reasoning_chunk"]
         last = max((e.id for e in found.values()), default=after)
         return Replay(events, False, last)
+
+
+def _rows(batch: list[tuple[str, Event]]) -> list[tuple[str, int, int, int, str, float]]:
+    """One row per stream: its events of the batch as one JSON list, oldest first."""
+    by_stream: dict[str, list[Event]] = {}
+    for stream, event in batch:
+        by_stream.setdefault(stream, []).append(event)
+    rows = []
+    for stream, events in by_stream.items():
+        events.sort(key=lambda e: e.id)
+        text = _ENCODER.encode([[e.id, e.type, e.data, e.ts] for e in events])
+        rows.append((stream, events[-1].id, events[0].id, len(events), text, events[-1].ts))
+    return rows
 
 
 def event_log_from_env(bus: EventBus, store: Any) -> EventLog | None:

@@ -1,8 +1,13 @@
-"""Statements of the event log: append a batch, read a stream after an id, trim by count
-and age (recording each stream's floor, the highest id trimmed away)."""
+"""Statements of the event log: append batches, read a stream after an id, trim by count and
+age (recording each stream's floor, the highest event id trimmed away).
+
+A row holds one batch of one stream's events (``id`` is its last event's id, ``first_id`` its
+first, ``events`` the JSON list ``[[id, type, data, ts], ...]``): a turn streaming hundreds of
+token deltas writes a few rows, not hundreds."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,10 +17,12 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .schema import event_floors, event_log
 
-__all__ = ["append_events", "prune_events", "read_events"]
+__all__ = ["BatchRow", "append_batches", "prune_events", "read_events"]
 
-#: a row of the log: stream, id, type, data, ts
-EventRow = tuple[str, int, str, Any, float]
+#: one stored batch: stream, last id, first id, event count, events (JSON text), last ts
+BatchRow = tuple[str, int, int, int, str, float]
+#: one event read back: id, type, data, ts
+EventRow = tuple[int, str, Any, float]
 
 
 def _build() -> tuple[dict[str, Insert], dict[str, Insert]]:
@@ -36,45 +43,52 @@ def _build() -> tuple[dict[str, Insert], dict[str, Insert]]:
 _APPEND, _FLOOR = _build()
 
 
-def append_events(conn: Connection, rows: Sequence[EventRow]) -> int:
+def append_batches(conn: Connection, rows: Sequence[BatchRow]) -> int:
     if not rows:
         return 0
     conn.execute(_APPEND[conn.dialect.name],
-                 [{"stream": s, "id": i, "type": t, "data": d, "ts": ts} for s, i, t, d, ts in rows])
-    return len(rows)
+                 [{"stream": s, "id": last, "first_id": first, "count": n, "events": text, "ts": ts}
+                  for s, last, first, n, text, ts in rows])
+    return sum(r[3] for r in rows)
 
 
 def read_events(conn: Connection, stream: str, after: int, limit: int) -> tuple[int, list[EventRow]]:
-    """The stream's floor (0 when nothing was trimmed) and up to ``limit`` events after ``after``, oldest first."""
+    """The stream's floor (0 when nothing was trimmed) and its events after ``after``, oldest
+    first (at most about ``limit``: whole batches are read)."""
     floor = conn.execute(select(event_floors.c.floor).where(event_floors.c.stream == stream)).scalar()
     c = event_log.c
-    rows = conn.execute(select(c.stream, c.id, c.type, c.data, c.ts)
-                        .where(c.stream == stream, c.id > after).order_by(c.id).limit(limit))
-    return int(floor or 0), [(r[0], int(r[1]), r[2], r[3], float(r[4])) for r in rows]
-
-
-def _raise_floors(conn: Connection, floors: dict[str, int]) -> None:
-    if floors:
-        conn.execute(_FLOOR[conn.dialect.name], [{"stream": s, "floor": f} for s, f in floors.items()])
+    out: list[EventRow] = []
+    for (text,) in conn.execute(select(c.events).where(c.stream == stream, c.id > after).order_by(c.id)):
+        out.extend((int(i), t, d, float(ts)) for i, t, d, ts in json.loads(text) if int(i) > after)
+        if len(out) >= limit:
+            break
+    return int(floor or 0), out
 
 
 def prune_events(conn: Connection, streams: Sequence[str], keep: int, before_ts: float | None) -> int:
-    """Keep the newest ``keep`` events of each of ``streams`` and drop every event older
-    than ``before_ts``; the floors rise to the highest id dropped. Returns the rows dropped."""
+    """Keep at least the newest ``keep`` events of each of ``streams`` (whole batches) and drop
+    every batch older than ``before_ts``; the floors rise to the highest id dropped. Returns
+    the batches dropped."""
     c = event_log.c
     floors: dict[str, int] = {}
     dropped = 0
     for stream in streams:
-        cut = conn.execute(select(c.id).where(c.stream == stream).order_by(c.id.desc())
-                           .offset(keep).limit(1)).scalar()
+        kept = 0
+        cut: int | None = None
+        for last_id, count in conn.execute(select(c.id, c.count).where(c.stream == stream).order_by(c.id.desc())):
+            if kept >= keep:
+                cut = int(last_id)
+                break
+            kept += int(count)
         if cut is not None:
             dropped += int(conn.execute(delete(event_log).where(c.stream == stream, c.id <= cut)).rowcount or 0)
-            floors[stream] = int(cut)
+            floors[stream] = cut
     if before_ts is not None:
         old = conn.execute(select(c.stream, func.max(c.id)).where(c.ts < before_ts).group_by(c.stream)).all()
         if old:
             dropped += int(conn.execute(delete(event_log).where(c.ts < before_ts)).rowcount or 0)
             for stream, top in old:
                 floors[stream] = max(floors.get(stream, 0), int(top))
-    _raise_floors(conn, floors)
+    if floors:
+        conn.execute(_FLOOR[conn.dialect.name], [{"stream": s, "floor": f} for s, f in floors.items()])
     return dropped

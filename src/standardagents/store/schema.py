@@ -235,15 +235,18 @@ subagents = Table(
     Index("ix_subagents_child", "child_thread_id"),
 )
 
-#: recent events of each stream (a thread, or ``user:<id>``), for clients that reconnect;
-#: trimmed by count and age (:mod:`standardagents.eventlog`)
+#: recent events of each stream (a thread, or ``user:<id>``), for clients that reconnect: one
+#: row per batch written (``id`` its last event's id, ``events`` a JSON list of
+#: ``[id, type, data, ts]``), so token deltas cost no row each; trimmed by count and age
+#: (:mod:`standardagents.eventlog`)
 event_log = Table(
     "event_log",
     metadata,
     Column("stream", String(80), primary_key=True),
     Column("id", BigInteger, primary_key=True, autoincrement=False),
-    Column("type", String(255), nullable=False),
-    Column("data", Text, nullable=False),
+    Column("first_id", BigInteger, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("events", Text, nullable=False),
     Column("ts", Float, nullable=False),
     Index("ix_event_log_ts", "ts"),
 )

@@ -564,12 +564,15 @@ class SQLStore:
 
     # ------------------------------------------------------------ event log
 
-    async def append_events(self, rows: list[tuple[str, int, str, Any, float]]) -> int:
-        """Store events ``(stream, id, type, data, ts)`` in one transaction (ids already stored are skipped)."""
-        return await self._run(eventops.append_events, rows)
+    async def append_events(self, rows: list[tuple[str, int, int, int, str, float]]) -> int:
+        """Store batches of events ``(stream, last id, first id, count, JSON list, last ts)`` in
+        one transaction (a batch already stored is skipped); returns the events stored."""
+        return await self._run(eventops.append_batches, rows)
 
-    async def read_events(self, stream: str, after: int, *, limit: int = 10_000) -> tuple[int, list[tuple[str, int, str, Any, float]]]:
-        """The stream's floor (highest id trimmed away, 0 when none) and its events after ``after``."""
+    async def read_events(self, stream: str, after: int, *,
+                          limit: int = 10_000) -> tuple[int, list[tuple[int, str, Any, float]]]:
+        """The stream's floor (highest id trimmed away, 0 when none) and its events
+        ``(id, type, data, ts)`` after ``after``."""
         return await self._run(eventops.read_events, stream, int(after), int(limit), write=False)
 
     async def prune_events(self, streams: list[str], keep: int, before_ts: float | None) -> int:

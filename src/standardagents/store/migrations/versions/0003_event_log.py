@@ -20,8 +20,9 @@ def upgrade() -> None:
         "event_log",
         sa.Column("stream", sa.String(80), primary_key=True),
         sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
-        sa.Column("type", sa.String(255), nullable=False),
-        sa.Column("data", sa.Text, nullable=False),
+        sa.Column("first_id", sa.BigInteger, nullable=False),
+        sa.Column("count", sa.Integer, nullable=False),
+        sa.Column("events", sa.Text, nullable=False),
         sa.Column("ts", sa.Float, nullable=False),
     )
     op.create_index("ix_event_log_ts", "event_log", ["ts"])
