@@ -67,6 +67,15 @@ def _project(root: Path, stub_url: str) -> Path:
                                          "    '''Wait until stopped.'''\n"
                                          "    await asyncio.Event().wait()\n"
                                          "    return 'never'\n",
+        "agents/agents/twin.py": "from standardagents import define_agent\n"
+                                 "twin = define_agent(name='twin', side_a={'prompt': 'twin_prompt'})\n",
+        "agents/prompts/twin_prompt.py": "from standardagents import define_prompt\n"
+                                         "twin_prompt = define_prompt(name='twin_prompt', prompt='x', tools=['add', 'mul'])\n",
+        "agents/tools/mul.py": "from standardagents import define_tool\n"
+                               "@define_tool\n"
+                               "def mul(a: int = 2, b: int = 3) -> str:\n"
+                               "    '''Multiply two integers.'''\n"
+                               "    return str(a * b)\n",
         "agents/agents/guard.py": "from standardagents import define_agent\n"
                                   "guard = define_agent(name='guard', side_a={'prompt': 'guard_prompt'})\n",
         "agents/prompts/guard_prompt.py": "from standardagents import define_prompt\n"
@@ -140,7 +149,7 @@ async def test_markdown_renders_and_nothing_from_a_reply_runs(browser: Any, app_
         }, 0));
     })""")
     assert ran is False
-    await expect(page.locator("#agent-select option")).to_have_count(4)
+    await expect(page.locator("#agent-select option")).to_have_count(5)
     await page.select_option("#agent-select", "writer")
     # Shift+Enter makes a new line; Enter sends
     await page.fill("#input", "write a <img src=y onerror=\"alert('user')\"> plan")
@@ -447,3 +456,27 @@ async def test_the_chat_follows_a_turn_another_client_started(browser: Any, app_
     await expect(page.locator(".tool-card")).to_have_count(sum(len(m["tool_calls"] or []) for m in messages))
     await expect(page.locator(".msg.assistant")).to_have_count(
         sum(1 for m in messages if m["role"] == "assistant" and m["content"]))
+
+
+async def test_tool_calls_of_one_step_are_drawn_side_by_side(browser: Any, app_server: Any) -> None:
+    from playwright.async_api import expect
+
+    page = await browser.new_page(viewport={"width": 1400, "height": 900})
+    await page.goto(app_server.base_url + "/")
+    await _turn(page, "twin", "add and multiply")
+    await expect(page.locator(".tool-card")).to_have_count(2)
+    await page.click("#inspector-toggle")
+    turn = page.locator("#inspector .turn")
+    await expect(turn.locator(".bar.tool")).to_have_count(2)
+    async with httpx.AsyncClient(base_url=app_server.base_url) as api:
+        thread_id = (await api.get("/api/threads")).json()["threads"][0]["id"]
+        listed = (await api.get(f"/api/threads/{thread_id}/executions")).json()["executions"]
+        steps = (await api.get(f"/api/executions/{listed[0]['id']}")).json()["steps"]
+    span = steps[0]["latencyMs"] + max(c["durationMs"] for c in steps[0]["toolCalls"]) + \
+        sum(s["latencyMs"] + max([c["durationMs"] for c in s["toolCalls"]] or [0]) for s in steps[1:])
+    starts = await turn.locator(".bar.tool").evaluate_all("els => els.map(e => parseFloat(e.style.left))")
+    # both start when the model call that asked for them ended
+    assert starts == pytest.approx([steps[0]["latencyMs"] / span * 100] * 2, abs=1e-3)
+    names = await turn.locator(".row.tool .row-label").all_inner_texts()
+    assert sorted(names) == ["↳ add", "↳ mul"]
+    await shot(page, "inspector-parallel")
