@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -30,6 +34,7 @@ class Receiver(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[ExportTraceServiceRequest] = []
+        self.metrics: list[ExportMetricsServiceRequest] = []
         self.paths: list[str] = []
 
     @property
@@ -52,11 +57,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        self.server.requests.append(request)
         self.server.paths.append(self.path)
-        reply = ExportTraceServiceResponse().SerializeToString()
+        if self.path == "/v1/metrics":
+            metrics = ExportMetricsServiceRequest()
+            metrics.ParseFromString(body)
+            self.server.metrics.append(metrics)
+            reply = ExportMetricsServiceResponse().SerializeToString()
+        else:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            self.server.requests.append(request)
+            reply = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.send_header("content-length", str(len(reply)))
@@ -112,3 +123,28 @@ def test_a_run_exports_its_span_tree_over_otlp_http(receiver: Receiver, tmp_path
     assert _attrs(tool)["gen_ai.tool.name"] == "calculate"
     resource = spans[0][0]
     assert (resource["service.name"], resource["deployment.environment"]) == ("otlp-test", "test")
+
+
+def test_a_run_exports_its_metrics_over_otlp_http_when_asked(receiver: Receiver, tmp_path: Path) -> None:
+    project = tmp_path / "qs"
+    shutil.copytree(QUICKSTART, project)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_", "STANDARDAGENTS_"))}
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_TRACES_EXPORTER="none",
+               OTEL_METRICS_EXPORTER="otlp", OTEL_SERVICE_NAME="otlp-metrics-test")
+    done = subprocess.run([str(EXE), "run", str(project), "--agent", "assistant", "What is 6 * 7?"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert set(receiver.paths) == {"/v1/metrics"}  # traces were turned off
+    sums: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for request in receiver.metrics:
+        for rm in request.resource_metrics:
+            assert {a.key: a.value.string_value for a in rm.resource.attributes}["service.name"] == "otlp-metrics-test"
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.HasField("sum"):
+                        for point in metric.sum.data_points:
+                            labels = tuple(sorted((a.key, a.value.string_value) for a in point.attributes))
+                            sums[(metric.name, labels)] = point.as_int or point.as_double
+    assert sums[("standardagents.turns.started", (("agent", "assistant"),))] == 1
+    assert sums[("standardagents.turns.started", (("agent", "researcher"),))] == 1  # the subagent's turn
+    assert sums[("standardagents.tool_calls", (("status", "success"), ("tool", "calculate")))] == 1

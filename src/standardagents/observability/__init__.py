@@ -7,7 +7,9 @@ context-variable read that finds nothing, so the engine's hot path stays as it w
 
 Tracing is on when OpenTelemetry has a real ``TracerProvider``: the global one (the
 user's own, or the one :func:`configure_from_env` builds from the ``OTEL_*`` variables)
-or one handed to :func:`set_tracer_provider`.
+or one handed to :func:`set_tracer_provider`. Likewise the execution metrics go through
+OpenTelemetry's metrics API when there is a real ``MeterProvider`` (global, from
+``OTEL_METRICS_EXPORTER``, or :func:`set_meter_provider`), besides Prometheus in ``serve``.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from . import tracing
+from . import otel_metrics, tracing
+from .otel_metrics import set_meter_provider
 from .tracing import (
     capture_content,
     carried_context,
-    configure_from_env,
     set_tracer_provider,
     trace_headers,
     tracing_active,
@@ -38,6 +40,7 @@ __all__ = [
     "hook",
     "model_call",
     "run_execution",
+    "set_meter_provider",
     "set_tracer_provider",
     "step",
     "tool_call",
@@ -75,6 +78,15 @@ class _Nothing:
 NOTHING = _Nothing()
 
 
+def configure_from_env() -> bool:
+    """Install the global OpenTelemetry providers the ``OTEL_*`` variables ask for (traces:
+    ``OTEL_TRACES_EXPORTER`` or an OTLP endpoint; metrics: ``OTEL_METRICS_EXPORTER``) where
+    none is installed yet. Returns whether tracing is on afterwards."""
+    traced = tracing.configure_from_env()
+    otel_metrics.configure_from_env()
+    return traced
+
+
 def current_ids() -> tuple[str, str] | None:
     """(thread id, execution id) of the execution this code runs in, if any."""
     return _ids.get()
@@ -105,7 +117,10 @@ def _begin(execution: Execution) -> Any:
     from . import metrics
 
     tracer = tracing.tracer()
-    meter = metrics.active()
+    meter: Any = metrics.active()
+    otel = otel_metrics.active()
+    if otel is not None:
+        meter = otel if meter is None else otel_metrics.Both(meter, otel)
     if tracer is None and meter is None:
         return None
     from .probe import ExecutionProbe
