@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import re
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -258,6 +259,11 @@ async def test_tasks_outlive_the_server_that_ran_them(tmp_path: Path) -> None:
             canceled = await client.cancel_task(CancelTaskRequest(id=other.id))
             assert canceled.status.state == TaskState.TASK_STATE_CANCELED
             assert (await client.get_task(GetTaskRequest(id=other.id))).status.state == TaskState.TASK_STATE_CANCELED
+        # the cancelled task's execution no longer waits for a decision
+        async with httpx.AsyncClient(base_url=again.base_url, headers=again.headers) as http:
+            executions = (await http.get(f"/api/threads/{other.context_id}/executions")).json()["executions"]
+            pending = (await http.get(f"/api/threads/{other.context_id}/approvals")).json()["approvals"]
+        assert [(e["id"], e["status"]) for e in executions] == [(other.id, "cancelled")] and pending == []
         # another caller does not see them
         async with httpx.AsyncClient(base_url=second.base_url, headers=second.headers) as http:
             answer = await http.post("/a2a/helper", json={"jsonrpc": "2.0", "id": "1", "method": "tasks/get",
@@ -315,3 +321,73 @@ async def test_tasks_answer_on_any_of_two_workers_on_postgresql(database: str, t
     finally:
         await workers.aclose()
         _stop_server(proc)
+
+
+def _thread_of_execution(database: str, execution_id: str) -> str:
+    """The thread of an execution, read from the database while no server runs."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(database.split("///", 1)[1])) as db:
+        (thread,) = db.execute("SELECT thread_id FROM executions WHERE id = ?", (execution_id,)).fetchone()
+    return str(thread)
+
+
+async def test_a_task_cut_short_by_a_crash_is_read_as_its_execution_tells(tmp_path: Path) -> None:
+    """The server process is killed while a task runs, before anything could record the
+    task's end: on the restarted server the turn is recovered, and the task reads as its
+    execution ended (completed, with the reply), not as working for ever."""
+    import signal
+
+    project = write_project(tmp_path / "project", EXTRA)
+    database = f"sqlite+aiosqlite:///{tmp_path / 'crash.db'}"
+    token = await _admin_token(database)
+    headers = {"Authorization": f"Bearer {token}"}
+    port = _free_port()
+    env = dict(os.environ)
+
+    def start() -> Any:
+        return subprocess.Popen([str(Path(sys.executable).parent / "standardagents"), "serve", str(project), "--port",
+                                 str(port), "--database-url", database], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+    live = LiveServer(f"http://127.0.0.1:{port}", token, "", None)  # type: ignore[arg-type]
+    proc = start()
+    try:
+        async with httpx.AsyncClient(base_url=live.base_url, headers=headers, timeout=30) as http:
+            await _wait_ready(http)
+        async with _client(live, "slow") as client:
+            stream = client.send_message(_message("wait"))
+            task_id = None
+            async for response in stream:
+                if response.HasField("status_update") and response.status_update.status.message.parts and \
+                        response.status_update.status.message.parts[0].text == "calling wait_forever":
+                    task_id = response.status_update.task_id
+                    break
+            assert task_id is not None
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        thread = _thread_of_execution(database, task_id)
+        proc = start()
+        async with httpx.AsyncClient(base_url=live.base_url, headers=headers, timeout=120) as http:
+            await _wait_ready(http)
+            # the restarted server recovers the cut turn (the call cut short is answered with an
+            # error, the model answers that); wait for its end
+            async with http.stream("GET", f"/api/threads/{thread}/stream") as events:
+                (execution,) = (await http.get(f"/api/threads/{thread}/executions")).json()["executions"]
+                if execution["status"] == "running":
+                    async for line in events.aiter_lines():
+                        if line.startswith("data:") and '"type":"done"' in line:
+                            break
+            (execution,) = (await http.get(f"/api/threads/{thread}/executions")).json()["executions"]
+            messages = (await http.get(f"/api/threads/{thread}/messages")).json()["messages"]
+        assert execution["id"] == task_id and execution["status"] == "complete"
+        async with _client(live, "slow", streaming=False) as client:
+            read = await client.get_task(GetTaskRequest(id=task_id))
+        assert read.status.state == TaskState.TASK_STATE_COMPLETED
+        reply = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]][-1]
+        assert get_artifact_text(read.artifacts[-1]) == reply
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

@@ -150,8 +150,9 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
                 await updater.complete(updater.new_agent_message([new_text_part(reply)]))
 
         async def cancel(self, context: Any, event_queue: Any) -> None:
-            if context.context_id:
-                await rt.stop(context.context_id)
+            from .a2a_tasks import end_execution
+
+            await end_execution(rt, context.task_id)
             updater = TaskUpdater(event_queue, context.task_id, context.context_id)
             await updater.cancel()
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from ...engine.runtime import Runtime
 
-__all__ = ["BusTaskEventStream", "StoreTaskStore"]
+__all__ = ["BusTaskEventStream", "StoreTaskStore", "end_execution"]
 
 _SCOPE = "system"
 #: under "a2a_task:<task id>": "current" (the task, its owner and version) and "v<n>" (claims)
@@ -112,10 +112,8 @@ class StoreTaskStore(VersionedTaskStore):
 
     async def _stop_elsewhere(self, task: Task) -> None:
         """A cancel recorded here for a task whose execution runs on another worker (or
-        nowhere): stop that execution (through the bus when another process holds it)."""
-        record = await self.rt.store.get_execution(task.id)
-        if record is not None and record.status == "running":
-            await self.rt.stop(record.thread_id)
+        nowhere): end that execution."""
+        await end_execution(self.rt, task.id)
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         current = await self.rt.store.get_env(_SCOPE, f"a2a_task:{task_id}", "current")
@@ -181,6 +179,23 @@ class StoreTaskStore(VersionedTaskStore):
         await self.rt.store.delete_env(_SCOPE, f"a2a_task:{task_id}", f"v{_version(current.get('version'))}")
         await self.rt.store.delete_env(_SCOPE, f"a2a_task:{task_id}", "current")
         await self.rt.store.delete_env(_SCOPE, f"a2a_tasks_of:{owner}", task_id)
+
+
+async def end_execution(rt: Runtime, execution_id: str) -> None:
+    """End a cancelled task's execution: a running one is stopped (through the bus when
+    another process runs it); one waiting for approval is marked cancelled (compare-and-set,
+    so a decision made meanwhile wins), its waiting calls lapsing as when the conversation
+    moves on."""
+    record = await rt.store.get_execution(execution_id)
+    if record is None:
+        return
+    if record.status == "running":
+        await rt.stop(record.thread_id)
+    elif record.status == "waiting":
+        seen = record.updated_at
+        record.status = record.stop_reason = "cancelled"
+        record.updated_at = max(now_ms(), seen + 1)
+        await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen)
 
 
 def _encode(event: Any) -> dict[str, Any]:
