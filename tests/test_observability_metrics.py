@@ -116,6 +116,8 @@ async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path, databa
                 # streamed replies: the first delta is timed by the engine's own read of the stream
                 assert total(found, "standardagents_model_time_to_first_token_seconds_count") > 0
                 assert total(found, "standardagents_model_tokens_total", type="input") > 0
+                # each worker's events reached the other through the PostgreSQL relay, timed there
+                assert total(found, "standardagents_relay_lag_seconds_count") > 0
                 assert total(found, "standardagents_http_requests_total", method="POST",
                              route="/api/threads/{thread_id}/messages", status="200") == TURNS
     finally:

@@ -137,6 +137,46 @@ async def test_event_larger_than_a_notification_arrives_whole(pair: Pair) -> Non
     assert second.data == {"after": True}
 
 
+async def test_each_relayed_event_is_timed_in_the_relay_lag_histogram(pair: Pair) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from standardagents import observability
+    from standardagents.observability import metrics
+
+    meter = metrics.enable()
+    assert meter is not None
+
+    def prometheus_count() -> float:
+        for family in text_string_to_metric_families(meter.exposition()[0].decode()):
+            for sample in family.samples:
+                if sample.name == "standardagents_relay_lag_seconds_count":
+                    return sample.value
+        return 0.0
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    observability.set_meter_provider(provider)
+    before = prometheus_count()
+    try:
+        with pair.bus_b.subscribe("t1") as sub:
+            for n in range(5):
+                pair.bus_a.emit("log", "t1", {"n": n})
+            got = [await sub.get(WAIT) for _ in range(5)]
+        data = reader.get_metrics_data()
+    finally:
+        observability.set_meter_provider(None)
+        provider.shutdown()
+    assert [e.data["n"] for e in got] == [0, 1, 2, 3, 4]
+    assert prometheus_count() - before == 5  # received by B only: A skips its own notifications
+    assert data is not None
+    (lag,) = [m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+              if m.name == "standardagents.relay.lag"]
+    (point,) = lag.data.data_points
+    assert point.count == 5 and point.min >= 0 and point.explicit_bounds == metrics.RELAY_SECONDS
+
+
 async def test_events_flow_again_after_the_listening_connection_is_killed(pair: Pair, pg_url: str) -> None:
     await _kill(pair.relay_b, pg_url)
     await pair.relay_b.wait_connected(2, WAIT)

@@ -22,6 +22,10 @@ connection is down wait in the queue; notifications sent by others meanwhile are
 reconnecting, so in the rare case the server took it just before the connection broke,
 other processes see those events twice.
 
+Each event received is timed: the delay from its publication on the sending worker (its
+``ts``) to its delivery here is the ``standardagents_relay_lag_seconds`` histogram of
+``/metrics`` (and ``standardagents.relay.lag`` through OpenTelemetry when configured).
+
 Every event is relayed, whether or not another process watches its thread: simple, and the
 cost is small (about a microsecond on the publisher's path; encoding, sending and other
 processes' decoding happen off it). While a relay is attached the bus reports listeners for
@@ -40,11 +44,13 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from . import observability
 from .events import Event, EventBus
 from .exceptions import StoreError
 
@@ -331,6 +337,8 @@ class PostgresRelay:
             log.warning("event relay ignored a malformed event from %s", origin)
             return
         self.received += 1
+        # the event's time stamp is its publication on the sending worker
+        observability.relay_lag(max(0.0, time.time() - event.ts))
         self._inbound = True
         try:
             self.bus.publish(event)

@@ -39,6 +39,7 @@ __all__ = [
     "event",
     "hook",
     "model_call",
+    "relay_lag",
     "run_execution",
     "set_meter_provider",
     "set_tracer_provider",
@@ -177,3 +178,16 @@ def effect_run(effect: Any) -> Any:
     from .probe import effect_span
 
     return effect_span(tracer, effect)
+
+
+def relay_lag(seconds: float) -> None:
+    """An event published by another worker was delivered here ``seconds`` after its
+    publication (recorded by the Prometheus and OpenTelemetry instruments that are on)."""
+    from . import metrics
+
+    prometheus = metrics.active()
+    if prometheus is not None:
+        prometheus.relay_lag.observe(seconds)
+    otel = otel_metrics.active()
+    if otel is not None:
+        otel.relay_lag.record(seconds)

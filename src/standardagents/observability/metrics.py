@@ -22,6 +22,8 @@ SETTING_ENV = "STANDARDAGENTS_METRICS"
 
 _active: Meter | None = None
 
+#: relay lags are mostly milliseconds: finer buckets at the low end
+RELAY_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
@@ -114,6 +116,10 @@ class Meter:
         self.effects = Gauge("standardagents_effects", "Effects by state: due (pending, run time reached), "
                              "scheduled (pending, later), failed (read from the store).",
                              ["state"], registry=reg, multiprocess_mode="mostrecent")
+        self.relay_lag = Histogram("standardagents_relay_lag_seconds",
+                                   "Time from an event's publication on another worker to its delivery "
+                                   "here through the PostgreSQL relay (the two hosts' clocks must agree).",
+                                   buckets=RELAY_SECONDS, registry=reg)
         self.http_requests = Counter("standardagents_http_requests", "HTTP requests, by method, route and status.",
                                      ["method", "route", "status"], registry=reg)
         self.http_seconds = Histogram("standardagents_http_request_duration_seconds",

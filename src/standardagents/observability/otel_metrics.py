@@ -83,6 +83,12 @@ class OtelMeter:
         self.tool_calls = meter.create_counter("standardagents.tool_calls", "{call}", "Tool calls, by tool and status.")
         self.running = meter.create_up_down_counter("standardagents.running_executions", "{execution}",
                                                     "Executions running now.")
+        from .metrics import RELAY_SECONDS
+
+        self.relay_lag = meter.create_histogram("standardagents.relay.lag", "s",
+                                                "Time from an event's publication on another worker to its "
+                                                "delivery here through the PostgreSQL relay.",
+                                                explicit_bucket_boundaries_advisory=RELAY_SECONDS)
 
     def turn_started(self, agent: str) -> None:
         attrs = {"agent": agent}
