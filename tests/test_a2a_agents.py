@@ -41,6 +41,12 @@ def _local(tmp_path: Path, stub: OpenAIStub) -> Path:
             ask_guarded = define_a2a_agent("ask_guarded", url=os.environ["REMOTE_A2A_URL"].replace("helper", "guarded"),
                                            token_env="REMOTE_A2A_TOKEN")
         """,
+        "agents/tools/ask_invoicer.py": """
+            import os
+            from standardagents import define_a2a_agent
+            ask_invoicer = define_a2a_agent("ask_invoicer", url=os.environ["REMOTE_A2A_URL"].replace("helper", "invoicer"),
+                                            token_env="REMOTE_A2A_TOKEN")
+        """,
         "agents/agents/delegator.py": """
             from standardagents import define_agent
             delegator = define_agent(name="delegator", type="ai_human", description="Delegates.",
@@ -49,7 +55,7 @@ def _local(tmp_path: Path, stub: OpenAIStub) -> Path:
         "agents/prompts/delegator_prompt.py": """
             from standardagents import define_prompt
             delegator_prompt = define_prompt(name="delegator_prompt", prompt="Delegate.", model="scripted",
-                                             tools=["ask_helper", "ask_guarded"])
+                                             tools=["ask_helper", "ask_guarded", "ask_invoicer"])
         """,
         "agents/models/scripted.py": f"""
             from standardagents import define_model
@@ -112,6 +118,7 @@ async def test_input_required_is_a_clear_result_and_the_answer_continues_the_tas
     asked = _last_tool(stub.requests[1])
     assert asked is not None and asked.startswith("The remote agent needs input before it can go on: waiting for "
                                                   "approval: wipe")
+    assert '"approvals"' in asked  # the data part of the question, as JSON
     assert "call this tool again" in asked and "task_id=" in asked
     final = _last_tool(stub.requests[2])
     assert final is not None and "context_id=" in final
@@ -120,6 +127,23 @@ async def test_input_required_is_a_clear_result_and_the_answer_continues_the_tas
     assert context
     tools = [m["content"] async for m in _messages(remote, context[1]) if m["role"] == "tool"]
     assert any("wiped" in (t or "") for t in tools)
+
+
+async def test_a_typed_reply_comes_with_its_data_as_json(remote: LiveServer, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMOTE_A2A_URL", f"{remote.base_url}/a2a/helper")
+    monkeypatch.setenv("REMOTE_A2A_TOKEN", remote.token)
+    with OpenAIStub() as stub:
+        stub.queue(StubReply(tool_calls=[("ask_invoicer", '{"message": "invoice ACME"}')]), "Invoiced.")
+        rt = await Runtime.open(_local(tmp_path, stub), database_url=f"sqlite+aiosqlite:///{tmp_path / 'local.db'}")
+        try:
+            await rt.run("delegator", "invoice them")
+        finally:
+            await rt.aclose()
+    reply = _last_tool(stub.requests[1])
+    assert reply is not None
+    data = [json.loads(line) for line in reply.splitlines() if line.startswith("{")]
+    assert data and isinstance(data[0]["customer"], str) and isinstance(data[0]["total"], int)
 
 
 async def test_failures_are_tool_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -324,13 +324,17 @@ async def test_front_end_tools_pause_the_run_and_their_results_continue_it(
     # the wait is durable: the execution is stored as waiting
     stored = (await client.get("/api/threads/t-trip/executions", headers=actors.auth("alice"))).json()
     assert [(e["id"], e["status"]) for e in stored["executions"]] == [(execution, "waiting")]
-    # the next run carries the tool result: the same execution goes on
     call = ToolCall(id=start.tool_call_id, type="function",
                     function=FunctionCall(name="confirm_trip", arguments='{"city":"Paris"}'))
     second = RunAgentInput(thread_id="t-trip", run_id="r2", state={}, tools=[CONFIRM], context=[],
                            forwarded_props={}, messages=[
                                ask, AssistantMessage(id="a1", role="assistant", tool_calls=[call]),
                                ToolMessage(id="tm1", role="tool", content="confirmed", tool_call_id=call.id)])
+    # someone else cannot answer the calls of alice's run
+    foreign = await client.post("/ag-ui/booker", json=second.model_dump(by_alias=True, exclude_none=True),
+                                headers=actors.auth("bob"))
+    assert foreign.status_code == 403
+    # the next run carries the tool result: the same execution goes on
     resumed = await _run(client, "booker", second.model_dump(by_alias=True, exclude_none=True),
                          actors.auth("alice"))
     assert resumed[-1].type == EventType.RUN_FINISHED and resumed[-1].outcome.type == "success"

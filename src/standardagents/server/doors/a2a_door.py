@@ -145,7 +145,10 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
                 reply = result.text or ""
                 parts = [new_text_part(reply)]
                 if result.value is not None:
-                    parts.append(new_data_part(result.value))
+                    from ...engine.output import to_jsonable
+
+                    # a typed answer (a pydantic model, a dataclass...) as the JSON it stands for
+                    parts.append(new_data_part(to_jsonable(result.value)))
                 await updater.add_artifact(parts, name="reply")
                 await updater.complete(updater.new_agent_message([new_text_part(reply)]))
 
