@@ -16,20 +16,26 @@ from pathlib import Path
 
 VENDOR = Path(__file__).resolve().parent.parent / "src" / "standardagents" / "ui" / "vendor"
 
-#: package -> (version, {file in the package: name under vendor/<package>/})
-PACKAGES: dict[str, tuple[str, dict[str, str]]] = {
-    "marked": ("18.2.1", {"lib/marked.esm.js": "marked.esm.js", "LICENSE": "LICENSE"}),
+#: package -> (version, folder under vendor/, {file in the package: name in that folder})
+PACKAGES: dict[str, tuple[str, str, dict[str, str]]] = {
+    "marked": ("18.2.1", "marked", {"lib/marked.esm.js": "marked.esm.js", "LICENSE": "LICENSE"}),
     # the minified UMD build (a third of the ES build's size) sets globalThis.DOMPurify when imported
-    "dompurify": ("3.5.0", {"dist/purify.min.js": "purify.min.js", "LICENSE": "LICENSE"}),
+    "dompurify": ("3.5.0", "dompurify", {"dist/purify.min.js": "purify.min.js", "LICENSE": "LICENSE"}),
+    # highlight.js's core and a few languages, as ES modules the app loads only once a code block appears
+    "@highlightjs/cdn-assets": ("11.12.0", "highlight", {
+        "es/core.min.js": "core.min.js", "LICENSE": "LICENSE",
+        **{f"es/languages/{name}.min.js": f"{name}.min.js"
+           for name in ("python", "javascript", "typescript", "bash", "json", "yaml", "xml", "sql", "diff")},
+    }),
 }
 
 _SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.MULTILINE)
 
 
-def fetch(name: str, version: str, files: dict[str, str], work: Path) -> None:
+def fetch(name: str, version: str, folder: str, files: dict[str, str], work: Path) -> None:
     out = subprocess.run(["npm", "pack", f"{name}@{version}", "--silent", "--pack-destination", str(work)],
                          check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    target = VENDOR / name
+    target = VENDOR / folder
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     with tarfile.open(work / out) as tar:
@@ -46,8 +52,8 @@ def fetch(name: str, version: str, files: dict[str, str], work: Path) -> None:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (version, files) in PACKAGES.items():
-            fetch(name, version, files, Path(tmp))
+        for name, (version, folder, files) in PACKAGES.items():
+            fetch(name, version, folder, files, Path(tmp))
 
 
 if __name__ == "__main__":

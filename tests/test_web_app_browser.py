@@ -164,6 +164,8 @@ async def test_markdown_renders_and_nothing_from_a_reply_runs(browser: Any, app_
     async def check() -> None:
         await expect(reply.locator("strong")).to_have_text("bold")
         await expect(reply.locator("pre code")).to_contain_text("print('hi')")
+        # highlighted as Python once highlight.js and its grammar loaded
+        await expect(reply.locator("pre code .hljs-string").first).to_have_text("'hi'")
         await expect(reply.locator("table td")).to_have_text(["1", "2"])
         await expect(reply).to_contain_text("click me")
         messages = page.locator("#messages")

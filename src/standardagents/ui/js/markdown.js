@@ -10,9 +10,16 @@ marked.use({ gfm: true, breaks: true });
 // Images are dropped: a model could be steered into leaking data through an image URL.
 const PURIFY = {
   FORBID_TAGS: ["img", "style", "form", "input", "button", "textarea", "select", "iframe", "svg", "math"],
-  FORBID_ATTR: ["style", "class", "id"],
+  FORBID_ATTR: ["style", "id"],
   ALLOW_DATA_ATTR: false,
 };
+
+// Classes only name a code block's language (for highlighting); none else survives.
+DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
+  if (data.attrName === "class" && !(node.tagName === "CODE" && /^language-[\w+-]+$/.test(data.attrValue))) {
+    data.keepAttr = false;
+  }
+});
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") { node.setAttribute("target", "_blank"); node.setAttribute("rel", "noopener noreferrer"); }
@@ -27,7 +34,33 @@ export function renderMarkdown(el, text) {
     button.setAttribute("aria-label", "Copy code");
     button.addEventListener("click", () => copyText(pre.querySelector("code")?.textContent ?? pre.textContent, button));
     pre.appendChild(button);
+    const code = pre.querySelector("code[class^='language-']");
+    if (code) highlight(code, code.className.slice("language-".length).toLowerCase()).catch(() => {});
   }
+}
+
+// highlight.js and each language are loaded the first time a block needs them.
+const LANGUAGES = {
+  python: "python", py: "python", javascript: "javascript", js: "javascript", typescript: "typescript",
+  ts: "typescript", bash: "bash", sh: "bash", shell: "bash", console: "bash", json: "json", yaml: "yaml",
+  yml: "yaml", html: "xml", xml: "xml", svg: "xml", sql: "sql", diff: "diff", patch: "diff",
+};
+let core = null;
+const grammars = new Map();
+
+async function highlight(code, lang) {
+  const name = LANGUAGES[lang];
+  if (!name) return;
+  core ??= import("../vendor/highlight/core.min.js").then((m) => {
+    m.default.configure({ ignoreUnescapedHTML: true });
+    return m.default;
+  });
+  const hljs = await core;
+  if (!grammars.has(name)) {
+    grammars.set(name, import(`../vendor/highlight/${name}.min.js`).then((m) => hljs.registerLanguage(name, m.default)));
+  }
+  await grammars.get(name);
+  if (code.isConnected && !code.dataset.highlighted) hljs.highlightElement(code);
 }
 
 async function copyText(text, button) {
