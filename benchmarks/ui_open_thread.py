@@ -5,8 +5,9 @@ with lists and code) is written straight into a SQLite store; the server runs in
 process with uvicorn on 127.0.0.1, and Debian's headless Chromium (through Playwright) loads
 the app. Each round uses a fresh browser context (nothing cached), waits for the thread list,
 then times a click on the thread until every message and tool card is drawn. It prints the
-median, best and worst time to open, and the bytes of html/js/css/svg the first load
-transferred (the server does not compress them), file by file, and the thread's JSON.
+median, best and worst time to open, the bytes of html/js/css/svg the first load transferred
+(the server does not compress them) file by file, what opening the thread loaded lazily (the
+code highlighter), and the thread's JSON.
 
     python benchmarks/ui_open_thread.py --rounds 7
 """
@@ -94,30 +95,41 @@ async def _seed(root: Path, database_url: str, tool_blocks: int, chat_pairs: int
         await store.close()
 
 
-async def _round(browser: Any, base: str, token: str, tool_calls: int, bubbles: int) -> tuple[float, dict[str, int]]:
+async def _round(browser: Any, base: str, token: str, tool_calls: int,
+                 bubbles: int) -> tuple[float, dict[str, int], dict[str, int]]:
+    """One cold open: seconds from the click to the last card drawn, the bytes of each file
+    the first load fetched, and of each file fetched on opening the thread (loaded lazily)."""
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     await context.add_init_script(f"localStorage.setItem('sa-token', {json.dumps(token)})")
-    weights: dict[str, int] = {}
+    first: dict[str, int] = {}
+    later: dict[str, int] = {}
+    phase = first
 
-    async def record(response: Any) -> None:
-        path = response.url.split("//", 1)[1].split("/", 1)[1] if "//" in response.url else response.url
-        if not path.startswith("api/"):
-            weights["/" + path] = len(await response.body())
+    async def record(response: Any, into: dict[str, int]) -> None:
+        path = "/" + response.url.split("//", 1)[-1].split("/", 1)[-1]
+        if not path.startswith("/api/"):
+            into[path] = len(await response.body())
 
     pending: list[asyncio.Task[None]] = []
     page = await context.new_page()
-    page.on("response", lambda r: pending.append(asyncio.ensure_future(record(r))))
+    page.on("response", lambda r: pending.append(asyncio.ensure_future(record(r, phase))))
     await page.goto(base + "/")
     await page.wait_for_selector("#thread-list .thread-name")
     await asyncio.gather(*pending)
+    phase = later
     start = time.perf_counter()
     await page.click("#thread-list .thread-name")
+    # a function (not an expression string): the page's Content-Security-Policy forbids eval
     await page.wait_for_function(
-        f"document.querySelectorAll('#messages .tool-card').length === {tool_calls}"
-        f" && document.querySelectorAll('#messages .msg').length === {bubbles}", polling="raf", timeout=60_000)
+        "([cards, bubbles]) => document.querySelectorAll('#messages .tool-card').length === cards"
+        " && document.querySelectorAll('#messages .msg').length === bubbles",
+        arg=[tool_calls, bubbles], polling="raf", timeout=60_000)
     elapsed = time.perf_counter() - start
+    # the highlighter arrives after the thread is drawn; it is weighed, not timed
+    await page.wait_for_selector("#messages pre code .hljs-keyword", timeout=60_000)
+    await asyncio.gather(*pending)
     await context.close()
-    return elapsed, weights
+    return elapsed, first, later
 
 
 async def run(rounds: int, tool_blocks: int, chat_pairs: int) -> None:
@@ -143,9 +155,11 @@ async def run(rounds: int, tool_blocks: int, chat_pairs: int) -> None:
             async with async_playwright() as p:
                 browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
                 try:
-                    times, weights = [], {}
+                    times: list[float] = []
+                    weights: dict[str, int] = {}
+                    lazy: dict[str, int] = {}
                     for _ in range(rounds):
-                        elapsed, weights = await _round(browser, base, token, calls, bubbles)
+                        elapsed, weights, lazy = await _round(browser, base, token, calls, bubbles)
                         times.append(elapsed)
                 finally:
                     await browser.close()
@@ -158,6 +172,9 @@ async def run(rounds: int, tool_blocks: int, chat_pairs: int) -> None:
     total = sum(weights.values())
     print(f"page weight (html/js/css/svg, uncompressed): {total:,} bytes in {len(weights)} files")
     for path, size in sorted(weights.items(), key=lambda kv: -kv[1]):
+        print(f"  {size:>8,}  {path}")
+    print(f"loaded when the thread's code blocks appear: {sum(lazy.values()):,} bytes in {len(lazy)} files")
+    for path, size in sorted(lazy.items(), key=lambda kv: -kv[1]):
         print(f"  {size:>8,}  {path}")
     print(f"thread JSON (GET messages, {-(-count // 500)} pages): {api_bytes:,} bytes")
 

@@ -60,8 +60,22 @@ async function highlight(code, lang) {
     grammars.set(name, import(`../vendor/highlight/${name}.min.js`).then((m) => hljs.registerLanguage(name, m.default)));
   }
   await grammars.get(name);
-  if (code.isConnected && !code.dataset.highlighted) hljs.highlightElement(code);
+  queue.push(code);
+  if (queue.length === 1) idle(drain);
+  function drain(deadline) {
+    // a long thread's blocks are coloured in idle time, never holding up drawing or typing
+    do {   // at least one block per call, so a busy page still gets there
+      const next = queue.shift();
+      if (next.isConnected && !next.dataset.highlighted) hljs.highlightElement(next);
+    } while (queue.length && deadline.timeRemaining() > 1);
+    if (queue.length) idle(drain);
+  }
 }
+
+const queue = [];
+const idle = window.requestIdleCallback
+  ? (fn) => window.requestIdleCallback(fn, { timeout: 500 })
+  : (fn) => setTimeout(() => fn({ timeRemaining: () => 8 }), 16);
 
 async function copyText(text, button) {
   try {
