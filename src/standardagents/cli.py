@@ -494,6 +494,9 @@ def serve(
     reload_project: Annotated[bool, typer.Option(
         "--reload-project", help="Reload the project's definitions when its files change (off by default).")] = False,
     log_format: LogFormatOpt = "text",
+    graceful_timeout: Annotated[float, typer.Option(
+        "--graceful-timeout", min=0,
+        help="Seconds running turns get to finish after SIGTERM; the rest are handed over to another worker.")] = 30.0,
 ) -> None:
     """Serve the project: REST API, live streams, its endpoints and the web chat."""
     from .server import run_server
@@ -507,7 +510,7 @@ def serve(
     _check_port(host, port)
     out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev,
-                              watch=reload_project, log_format=log_format))
+                              watch=reload_project, log_format=log_format, graceful_timeout=graceful_timeout))
 
 
 @app.command()

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EVENT_TYPES", "Event", "EventBus", "Subscription"]
+__all__ = ["END", "EVENT_TYPES", "Event", "EventBus", "Subscription"]
 
 #: the event types the engine emits (custom ``state.emit`` names pass through too)
 EVENT_TYPES = (
@@ -63,6 +63,10 @@ class Event:
         return {"id": self.id, "type": self.type, "threadId": self.thread_id, "data": self.data, "ts": self.ts}
 
 
+#: put in a subscription's queue when it is ended (:meth:`Subscription.end`); never published
+END = Event("end", "", {})
+
+
 class Subscription:
     """A live feed of one thread's events (or every thread's, with ``thread_id=None``)."""
 
@@ -99,12 +103,24 @@ class Subscription:
             self.closed = True
             self.bus._remove(self)
 
+    def end(self) -> None:
+        """Close, and wake its reader with :data:`END` (the oldest queued event makes room
+        when the queue is full): a server shutting down ends its streams this way, so their
+        clients reconnect to another worker."""
+        self.close()
+        if self.queue.full():
+            self.queue.get_nowait()
+        self.queue.put_nowait(END)
+
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._iter()
 
     async def _iter(self) -> AsyncIterator[Event]:
         while not self.closed:
-            yield await self.queue.get()
+            event = await self.queue.get()
+            if event is END:
+                return
+            yield event
 
     def __enter__(self) -> Subscription:
         return self

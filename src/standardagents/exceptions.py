@@ -13,6 +13,7 @@ failure at run time and from a signal the engine uses to steer a turn::
     │   │   └── UnstorableValueError   a value no database may hold (NUL, surrogate, too long)
     │   └── ToolExecutionError     a tool raised; carries the original exception
     ├── ThreadBusyError            a message came while a turn runs and the busy policy is "reject"
+    ├── ShuttingDownError          a new turn asked of a runtime that is draining for a shutdown
     ├── InjectionRejected          a before_create_message hook refused an inject_message call
     └── ControlSignal              raised inside tools/hooks to steer the engine, never a failure
         └── ModelRetry             ask the model to try the call again with a message
@@ -31,6 +32,7 @@ __all__ = [
     "ProjectError",
     "ProviderError",
     "RuntimeFailure",
+    "ShuttingDownError",
     "StandardAgentsError",
     "StoreError",
     "ThreadBusyError",
@@ -86,6 +88,17 @@ class ThreadBusyError(StandardAgentsError):
         self.thread_id = thread_id
         super().__init__(f"thread {thread_id} is running a turn and refuses new messages until it ends "
                          "(busy policy 'reject')")
+
+
+class ShuttingDownError(StandardAgentsError):
+    """A new turn was refused because this runtime is shutting down (draining its turns);
+    nothing was stored. Another worker, or this one once restarted, takes it."""
+
+    def __init__(self) -> None:
+        super().__init__("this worker is shutting down and starts no new turns; send the message again "
+                         "(another worker takes it)")
+        #: answered with the 503 over HTTP: a client may retry at once
+        self.headers = {"Retry-After": "1"}
 
 
 class RuntimeFailure(StandardAgentsError):

@@ -203,6 +203,8 @@ class Execution:
             ex.outcome = pause.outcome
             paused = pause.requests
         except asyncio.CancelledError:
+            if self.rt._handing_over:
+                raise  # handed over: left running in the store for another process to resume
             stop_reason = "cancelled"
             ex.outcome = "cancelled"
             await asyncio.shield(self._settle_cancel())

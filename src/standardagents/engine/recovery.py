@@ -127,6 +127,8 @@ def _gone(rt: Runtime, owner: str, host: str, *, fresh: bool) -> bool:
     heartbeat goes stale. Other hosts are judged by the heartbeat alone."""
     if owner == rt.owner or owner in LIVE_OWNERS:
         return False
+    if owner.startswith("released:"):  # let go by a process shutting down (engine/handover.py)
+        return True
     owner_host, pid = _parse_owner(owner)
     if owner_host == host and pid is not None:
         if pid == os.getpid() or not _alive(pid):

@@ -43,6 +43,8 @@ async def resume_orphans(rt: Runtime) -> list[str]:
 
     A process of this host is gone when its pid is (or it had this runtime's pid before);
     one of another host when its heartbeat is older than ``execution_lease`` seconds."""
+    if rt.draining:  # shutting down: it hands turns over, it takes none
+        return []
     host = socket.gethostname()
     stale_before = now_ms() - int(rt.execution_lease * 1000)
     mine = {e.record.id for e in rt._executions.values()} | rt._resuming

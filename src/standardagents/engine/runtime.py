@@ -28,7 +28,13 @@ from ..definitions import (
 )
 from ..definitions.limits import UsageLimits
 from ..events import EventBus, Subscription
-from ..exceptions import DefinitionError, InjectionRejected, NotFoundError, StandardAgentsError
+from ..exceptions import (
+    DefinitionError,
+    InjectionRejected,
+    NotFoundError,
+    ShuttingDownError,
+    StandardAgentsError,
+)
 from ..project import DEFAULT_MODEL, load_project
 from ..providers.base import ModelProvider
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolCall, ToolResult, new_id, now_ms
@@ -36,12 +42,13 @@ from ..registry import Registry
 from ..store.base import Store
 from ..toolcalls import CapabilityLatches, prepare_tools
 from ..toolsets import PluginRegistry, merge_toolsets, plugins, resolve_tool_name
-from . import approvals, recovery
+from . import approvals, handover, recovery
 from . import busy as busy_policy
 from . import client_tools as client_tools_mod
 from .client_tools import ClientTools
 from .compaction import place_summaries
 from .context import LLMCache, clip, prompt_is_static, render_prompt
+from .handover import HANDED_OVER
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
 from .options import STATE_KEY as OPTIONS_KEY
@@ -166,6 +173,11 @@ class Runtime:
         self._heartbeat_task: asyncio.Task[None] | None = None
         #: tools queued on an idle thread, run first by the execution with that id
         self._queued_first: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        #: set by :meth:`stop_gracefully`: no new turns start here (a shutdown is under way)
+        self.draining = False
+        #: set by :meth:`hand_over`: cancelled executions end without settling (another
+        #: process resumes them)
+        self._handing_over = False
 
     # construction --------------------------------------------------------------------------
     @classmethod
@@ -791,6 +803,8 @@ class Runtime:
         ``stop``, ``seed``) overrides the model's settings for this turn. ``client_tools`` are
         tools the caller runs itself: a call of one pauses the turn until
         :meth:`submit_tool_results` (see :mod:`.client_tools`)."""
+        if self.draining:
+            raise ShuttingDownError()
         options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
                                     sampling=sampling, client_tools=client_tools)
         thread = await self.get_thread(thread_id)
@@ -1102,13 +1116,36 @@ class Runtime:
 
     def on_bus_event(self, event: Any) -> None:
         """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a
-        thread this process runs cancels that execution."""
+        thread this process runs cancels that execution; turns another process handed over
+        while shutting down are looked for (and resumed here) at once."""
+        if event.type == HANDED_OVER and not event.local and not self.draining and not self._closed:
+            recovering = asyncio.get_running_loop().create_task(self._recover_soon())
+            self._background.add(recovering)
+            recovering.add_done_callback(self._background.discard)
+            return
         if event.type == "stop_requested" and event.data.get("owner") == self.owner:
             if event.data.get("rollback"):
                 busy_policy.mark_rollback(self, event.thread_id)
             task = self._running.get(event.thread_id)
             if task is not None:
                 task.cancel()
+
+    async def _recover_soon(self) -> None:
+        try:
+            await self.recover()
+        except Exception:
+            log.warning("could not take over the turns another worker handed over", exc_info=True)
+
+    # graceful shutdown (engine/handover.py) ------------------------------------------------
+    async def stop_gracefully(self, timeout: float) -> list[str]:  # noqa: ASYNC109 - the grace period is the point
+        """Stop starting turns, give the running ones ``timeout`` seconds to finish, then hand
+        the rest over (:meth:`hand_over`); returns the ids of the executions handed over."""
+        return await handover.drain(self, timeout)
+
+    async def hand_over(self) -> list[str]:
+        """End this runtime's running turns without settling them, so a live process resumes
+        them at once from their last committed step (see :mod:`.handover`)."""
+        return await handover.hand_over(self)
 
     async def running_threads(self, thread_ids: list[str]) -> set[str]:
         """Which of these threads run an execution now, in this process or another one

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -39,6 +40,10 @@ __all__ = ["ENV_PREFIX", "create_app", "factory_from_env", "run_server"]
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
 #: environment variables an app factory reads (used for ``workers > 1`` and ``reload``)
 ENV_PREFIX = "STANDARDAGENTS_SERVER_"
+#: seconds running turns get to finish after SIGTERM before they are handed over
+DEFAULT_GRACEFUL_TIMEOUT = 30.0
+
+log = logging.getLogger("standardagents.server")
 
 RuntimeSource = Runtime | Callable[[], Awaitable[Runtime]]
 
@@ -112,8 +117,22 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         # recent events are kept so a client that reconnects gets what it missed
         event_log = event_log_from_env(rt.bus, rt.store)
 
+        loop = asyncio.get_running_loop()
+        grace = _graceful_timeout()
+        stopping: asyncio.Task[list[str]] | None = None
+
+        def begin_stop() -> None:
+            nonlocal stopping
+            if stopping is None:
+                # streams end now (their clients reconnect to a worker that stays, with
+                # Last-Event-ID); running turns get the grace period, then are handed over
+                server.end_streams()
+                stopping = loop.create_task(rt.stop_gracefully(grace))
+
         def draining() -> None:
             server.draining = True
+            rt.draining = True  # no new turns from now on
+            loop.call_soon_threadsafe(begin_stop)
 
         signals = mark_draining_on_signals(draining)
         signals.__enter__()
@@ -131,6 +150,11 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         finally:
             server.draining = True
             signals.__exit__(None, None, None)
+            if stopping is not None:
+                try:
+                    await stopping
+                except Exception:
+                    log.exception("could not hand the running turns over")
             if watcher is not None:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -157,6 +181,16 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
     if isinstance(runtime, Runtime):
         app.state.server = _state(runtime, prefix, dev, max_body, builtins)
     return app
+
+
+def _graceful_timeout() -> float:
+    """Seconds running turns get to finish after SIGTERM before they are handed over
+    (``STANDARDAGENTS_SERVER_GRACEFUL_TIMEOUT``, set by ``serve --graceful-timeout``)."""
+    raw = os.environ.get(f"{ENV_PREFIX}GRACEFUL_TIMEOUT")
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_GRACEFUL_TIMEOUT
+    except ValueError:
+        return DEFAULT_GRACEFUL_TIMEOUT
 
 
 def factory_from_env() -> Starlette:
@@ -191,8 +225,11 @@ def _report_project_reloads() -> None:
 def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
                reload: bool = False, database_url: str | None = None, dev: bool = False,
                prefix: str = "/api", log_level: str = "info", watch: bool = False,
-               log_format: str = "text") -> None:
+               log_format: str = "text", graceful_timeout: float = 30.0) -> None:
     """Serve a project with uvicorn until interrupted.
+
+    On SIGTERM (or Ctrl-C) a worker stops taking turns, ends its streams, gives running turns
+    ``graceful_timeout`` seconds to finish and hands the rest over to a live worker.
 
     ``watch`` reloads the project's definitions in place when its files change (loaded off
     the event loop; off by default in production). ``reload`` restarts the whole process
@@ -209,6 +246,7 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
     from ..observability.logs import uvicorn_log_config
 
     log_config = uvicorn_log_config(log_format)
+    os.environ[f"{ENV_PREFIX}GRACEFUL_TIMEOUT"] = str(graceful_timeout)
     os.environ[f"{ENV_PREFIX}WATCH"] = "1" if watch and not reload else "0"
     if log_config is None:
         _report_project_reloads()

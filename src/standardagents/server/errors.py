@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..exceptions import (
     DefinitionError,
     NotFoundError,
+    ShuttingDownError,
     StandardAgentsError,
     StoreError,
     ThreadBusyError,
@@ -112,6 +113,8 @@ def _from_exception(exc: BaseException) -> tuple[int, str, str]:
         return 422, "invalid_request", str(exc)
     if isinstance(exc, ThreadBusyError):
         return 409, "thread_busy", str(exc)
+    if isinstance(exc, ShuttingDownError):
+        return 503, "shutting_down", str(exc)
     if isinstance(exc, StandardAgentsError):
         return 500, "runtime_error", str(exc)
     return 500, "internal_error", "the server failed while handling this request; see the server log"

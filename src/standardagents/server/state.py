@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from ..store.base import UserRecord
 if TYPE_CHECKING:
     from ..engine.runtime import Runtime
     from ..eventlog import EventLog
+    from ..events import Subscription
     from .endpoints import EndpointTable
     from .users import UserHub
 
@@ -34,6 +36,17 @@ class ServerState:
     draining: bool = False
     #: recent events kept for clients that reconnect (None: turned off, or not started yet)
     event_log: EventLog | None = None
+    #: the live thread streams (SSE, WebSocket), ended when the server shuts down
+    streams: weakref.WeakSet[Subscription] = field(default_factory=weakref.WeakSet)
+
+    def end_streams(self) -> None:
+        """End every live stream (thread and user streams), so their clients reconnect to a
+        worker that stays; the server can then finish its shutdown."""
+        for sub in list(self.streams):
+            sub.end()
+        for clients in list(self.hub.clients.values()):
+            for client in list(clients):
+                client.end()
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -24,7 +24,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..eventlog import Replay, user_stream_key
-from ..events import Event, Subscription
+from ..events import END, Event, Subscription
 from .auth import authenticate, require_thread
 from .errors import ApiError
 from .state import server_of
@@ -151,9 +151,13 @@ async def _events(sub: Subscription, *, keepalive: float = KEEPALIVE_SECONDS) ->
     try:
         while True:
             try:
-                yield await asyncio.wait_for(sub.queue.get(), keepalive)
+                event = await asyncio.wait_for(sub.queue.get(), keepalive)
             except TimeoutError:
                 yield None
+                continue
+            if event is END:  # the server is shutting down: the client reconnects elsewhere
+                return
+            yield event
     finally:
         sub.close()
 
@@ -171,6 +175,7 @@ async def _open_thread_feed(conn: HTTPConnection, thread_id: str, reasoning: boo
     after = resume_after(conn)
     server = server_of(conn)
     sub = server.runtime.subscribe(thread_id, reasoning=reasoning, maxsize=server.stream_buffer)
+    server.streams.add(sub)
     try:
         return sub, await _replay(server, thread_id, after, thread_id, reasoning)
     except BaseException:
@@ -216,7 +221,10 @@ async def _ws_pump(websocket: WebSocket, source: AsyncIterator[Event | None]) ->
                 with contextlib.suppress(BaseException):
                     await next_event
                 break
-            event = next_event.result()
+            try:
+                event = next_event.result()
+            except StopAsyncIteration:  # the stream ended (the server is shutting down)
+                break
             if event is None:
                 continue
             try:
@@ -278,11 +286,15 @@ async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, 
                     await getter
                 while not sub.queue.empty():
                     event = sub.queue.get_nowait()
+                    if event is END:
+                        return
                     yield event
                     if event.type == "done" and (mine is None or event.data.get("executionId") == mine):
                         return
                 return
             event = getter.result()
+            if event is END:
+                return
             yield event
             if event.type == "done" and mine is not None and event.data.get("executionId") == mine:
                 return
@@ -306,9 +318,13 @@ async def _user_frames(websocket_or_request: HTTPConnection, transport: str) -> 
 async def _client_events(client: Any) -> AsyncIterator[Event | None]:
     while True:
         try:
-            yield await asyncio.wait_for(client.queue.get(), KEEPALIVE_SECONDS)
+            event = await asyncio.wait_for(client.queue.get(), KEEPALIVE_SECONDS)
         except TimeoutError:
             yield None
+            continue
+        if event is END:
+            return
+        yield event
 
 
 async def user_stream(request: Request) -> Response:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..eventlog import EventLog, user_stream_key
-from ..events import Event
+from ..events import END, Event
 from ..records import new_id, now_ms
 from ..store.base import UserRecord
 
@@ -46,6 +46,12 @@ class UserClient:
             self.queue.put_nowait(event)
         except asyncio.QueueFull:
             self.dropped += 1
+
+    def end(self) -> None:
+        """Wake the stream's reader with :data:`~standardagents.events.END` (a shutdown)."""
+        if self.queue.full():
+            self.queue.get_nowait()
+        self.queue.put_nowait(END)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "userId": self.user_id, "transport": self.transport,
