@@ -21,6 +21,7 @@ from a2a.helpers.proto_helpers import get_artifact_text, new_text_part
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Role,
     SendMessageRequest,
@@ -264,6 +265,19 @@ async def test_tasks_outlive_the_server_that_ran_them(tmp_path: Path) -> None:
             executions = (await http.get(f"/api/threads/{other.context_id}/executions")).json()["executions"]
             pending = (await http.get(f"/api/threads/{other.context_id}/approvals")).json()["approvals"]
         assert [(e["id"], e["status"]) for e in executions] == [(other.id, "cancelled")] and pending == []
+        async with _client(again, "guarded", streaming=False) as client:
+            # tasks/list pages through the caller's tasks
+            seen: list[str] = []
+            token = ""
+            while True:
+                page = await client.list_tasks(ListTasksRequest(page_size=2, page_token=token))
+                seen += [t.id for t in page.tasks]
+                token = page.next_page_token
+                if not token:
+                    break
+            assert sorted(seen) == sorted({done.id, paused.id, other.id}) and page.total_size == 3
+            cancelled = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
+            assert [t.id for t in cancelled.tasks] == [other.id]
         # another caller does not see them
         async with httpx.AsyncClient(base_url=second.base_url, headers=second.headers) as http:
             answer = await http.post("/a2a/helper", json={"jsonrpc": "2.0", "id": "1", "method": "tasks/get",

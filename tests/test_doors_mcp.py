@@ -255,6 +255,18 @@ async def test_a_denial_through_elicitation_reaches_the_agent(server: LiveServer
     assert denied and "not today" in denied[0]
 
 
+async def test_a_retry_with_a_state_the_server_never_gave_is_refused(server: LiveServer) -> None:
+    async with _client(server) as client:
+        forged = await client.session.call_tool("guarded", {"message": "wipe it"}, request_state="not json",
+                                                allow_input_required=True)
+        unknown = await client.session.call_tool("guarded", {"message": "wipe it"}, allow_input_required=True,
+                                                 request_state=json.dumps({"thread": "thr_nope", "execution": "x"}))
+    assert isinstance(forged, types.CallToolResult) and forged.is_error
+    assert "request state" in forged.content[0].text  # type: ignore[union-attr]
+    assert isinstance(unknown, types.CallToolResult) and unknown.is_error
+    assert "unknown thread" in unknown.content[0].text  # type: ignore[union-attr]
+
+
 async def test_a_dismissed_question_leaves_the_call_waiting(server: LiveServer) -> None:
     person = _Person("cancel")
     async with _client(server, elicitation_callback=person) as client:

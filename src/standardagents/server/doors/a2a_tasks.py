@@ -166,10 +166,22 @@ class StoreTaskStore(VersionedTaskStore):
             if params.status and task.status.state != params.status:
                 continue
             tasks.append(task)
-        tasks.sort(key=lambda t: t.status.timestamp.ToNanoseconds() if t.status.HasField("timestamp") else 0,
+        if params.HasField("status_timestamp_after"):
+            after = params.status_timestamp_after.ToNanoseconds()
+            tasks = [t for t in tasks if t.status.HasField("timestamp") and t.status.timestamp.ToNanoseconds() >= after]
+        # newest first, ties by id: a stable order, so a page token (the offset) stays meaningful
+        tasks.sort(key=lambda t: (t.status.timestamp.ToNanoseconds() if t.status.HasField("timestamp") else 0, t.id),
                    reverse=True)
         size = params.page_size or 50
-        return ListTasksResponse(tasks=tasks[:size], total_size=len(tasks), page_size=size)
+        token = params.page_token
+        if token and not token.isdigit():
+            from a2a.utils.errors import InvalidParamsError
+
+            raise InvalidParamsError(f"invalid page token: {token}")
+        start = int(token or 0)
+        end = start + size
+        return ListTasksResponse(tasks=tasks[start:end], total_size=len(tasks), page_size=size,
+                                 next_page_token=str(end) if end < len(tasks) else None)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         owner = resolve_user_scope(context)
