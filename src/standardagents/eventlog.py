@@ -239,8 +239,7 @@ def _rows(batch: list[tuple[str, Event]]) -> list[tuple[str, int, int, int, str,
     for stream, event in batch:
         by_stream.setdefault(stream, []).append(event)
     rows = []
-    for stream, events in by_stream.items():
-        events.sort(key=lambda e: e.id)
+    for stream, events in by_stream.items():  # in id order: a process's ids only grow
         text = _ENCODER.encode([[e.id, e.type, e.data, e.ts] for e in events])
         rows.append((stream, events[-1].id, events[0].id, len(events), text, events[-1].ts))
     return rows
