@@ -77,3 +77,32 @@ async def test_a_turn_still_running_after_the_grace_is_handed_over_and_resumed_b
             await second.aclose()
     assert record is not None and record.status == "complete"
     assert [(m.role, m.content) for m in messages] == [("user", "a question"), ("assistant", "the answer")]
+
+
+async def test_a_request_waiting_for_a_handed_over_turn_gets_503_naming_the_execution(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    from standardagents.server import create_app
+
+    monkeypatch.setenv("STUB_KEY", "sk-stub")
+    release = threading.Event()
+    with OpenAIStub(lambda body: StubReply(text="the answer", hold=release)) as stub:
+        rt = await Runtime.open(_project(tmp_path / "project", stub.base_url),
+                                database_url=f"sqlite:///{tmp_path / 'wait.db'}")
+        try:
+            app = create_app(rt, dev=True, close_runtime=False)
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+                thread = (await client.post("/api/threads", json={"agent": "talker"})).json()["id"]
+                waiting = asyncio.create_task(client.post(f"/api/threads/{thread}/messages", params={"wait": "true"},
+                                                          json={"content": "a question"}))
+                await stub.wait_requests_async(1, timeout=20)
+                released = await rt.stop_gracefully(0)
+                answer = await waiting
+                refused = await client.post(f"/api/threads/{thread}/messages", json={"content": "another"})
+        finally:
+            release.set()
+            await rt.aclose()
+    assert answer.status_code == 503 and answer.json()["error"]["code"] == "shutting_down"
+    assert released[0] in answer.json()["error"]["message"] and answer.headers["retry-after"] == "1"
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"

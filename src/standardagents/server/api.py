@@ -390,7 +390,13 @@ async def send_message(request: Request) -> Response:
                               output_type=fields["output_type"], output_retries=fields["output_retries"],
                               usage_limits=fields["usage_limits"], busy=fields["busy"])
         _keep(request, task)
-        result = await task
+        await asyncio.wait({task})
+        if task.cancelled() and rt.draining:
+            # handed over at shutdown: another worker finishes the turn under the same id
+            raise ApiError(503, f"this worker shut down before the turn ended; another worker finishes it as execution "
+                                f"{execution_id}: follow the thread's stream or GET {server.prefix}/executions/{execution_id}",
+                           "shutting_down", headers={"Retry-After": "1"})
+        result = task.result()
         return JSONResponse(result.to_dict())
     from .streams import wants_reasoning
 

@@ -148,11 +148,12 @@ class ErrorMiddleware:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
             status, code, message = _from_exception(exc)
-            if status >= 500:
+            if status >= 500 and not isinstance(exc, ShuttingDownError):
                 log.exception("request %s %s failed", scope.get("method"), scope.get("path"))
             if started:
                 return
-            response = error_response(status, message, code)
+            response = error_response(status, message, code,
+                                      headers=dict(exc.headers or {}) if isinstance(exc, ShuttingDownError | ApiError) else None)
             await response(scope, receive, send)
 
 
