@@ -104,7 +104,10 @@ def app_server(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 async def browser(chromium: str, app_server: Any) -> AsyncIterator[Any]:
     """Closed before the server stops (the page keeps the thread's event stream open)."""
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
+
+    # the machine may be busy: waiting longer costs nothing when things go right
+    expect.set_options(timeout=15_000)
 
     async with async_playwright() as p:
         b = await p.chromium.launch(executable_path=chromium, args=ARGS, headless=True)

@@ -25,10 +25,23 @@ export function follow() {
   if (following && following.threadId === wanted) return;
   if (following) following.controller.abort();
   following = null;
-  if (!wanted) return;
-  const controller = new AbortController();
-  following = { threadId: wanted, controller };
-  openStream(wanted, controller.signal)
-    .then((response) => readSSE(response, handle))
-    .catch((err) => { if (err.name !== "AbortError") showError(err); });
+  if (wanted) listen({ threadId: wanted, controller: new AbortController(), tries: 0 });
+}
+
+// A stream that ends (the server restarted, the network dropped) is opened again after a
+// growing pause; what happened meanwhile is then read from the store.
+async function listen(feed) {
+  following = feed;
+  try {
+    const response = await openStream(feed.threadId, feed.controller.signal);
+    if (!response.ok) throw new Error(`${response.status}`);
+    if (feed.tries > 0 && !state.streaming) redraw().catch(showError);
+    feed.tries = 0;
+    await readSSE(response, handle);
+  } catch (err) {
+    if (err.name === "AbortError") return;
+  }
+  if (following !== feed || feed.controller.signal.aborted) return;
+  feed.tries += 1;
+  setTimeout(() => { if (following === feed) listen(feed); }, Math.min(30_000, 1000 * 2 ** Math.min(feed.tries, 5)));
 }
