@@ -48,9 +48,25 @@ def test_every_imported_distribution_is_declared() -> None:
     assert missing == {}, f"imported by src/ but not declared in pyproject.toml: {missing}"
 
 
+def _importers(module: str) -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / "src" / "standardagents").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                     else [])
+            if any(n.split(".")[0] == module for n in names):
+                found.add(path.relative_to(ROOT / "src").as_posix())
+    return found
+
+
 def test_the_http_client_declared_is_the_one_imported() -> None:
     core, _extras = _declared()
     imported = _imported_modules()
     assert "httpx2" in imported and "httpx2" in core
-    # the first-generation client is only a test dependency: src/ does not use it
-    assert "httpx" not in imported and "httpx" not in core
+    # the first-generation client is not a core dependency: only the A2A client, which takes
+    # an httpx client, uses it, and the a2a extra brings it
+    assert "httpx" not in core
+    assert _importers("httpx") <= {"standardagents/a2a_agents.py"}
+    a2a = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["a2a"]
+    assert any(_normal(re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0]) == "httpx" for spec in a2a)
