@@ -1,0 +1,287 @@
+"""Crashes under load: `standardagents serve --workers 2` on PostgreSQL runs many concurrent
+turns against a slow stub model, each with a tool round (an idempotent tool and one with a
+side effect), while a worker is SIGKILLed, then the whole server, then the workers are
+replaced one by one (SIGHUP: each gets SIGTERM and hands its turns over).
+
+Every accepted message must get exactly one final reply (the turn resumed, not failed); the
+side-effect tool must run at most once per call; a client following each thread, reconnecting
+with ``Last-Event-ID`` whenever its connection breaks, must see each event once, in order,
+and exactly one ``done`` per execution.
+
+``SA_CRASH_TURNS`` sets the concurrent turns of each phase (default 8; the scenario in the
+design notes is 100) and ``SA_CRASH_REPEAT`` how many times the whole scenario runs (default 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from standardagents.testing.openai_stub import OpenAIStub, StubReply
+from test_server_workers import EXE, WORKER, _admin_token, _free_port, _wait_ready
+from test_server_workers import database as database  # the fixture
+
+TURNS = int(os.environ.get("SA_CRASH_TURNS") or 8)
+REPEAT = int(os.environ.get("SA_CRASH_REPEAT") or 1)
+#: seconds a model reply takes
+MODEL_DELAY = 0.3
+#: the execution lease (seconds) the server runs with: a dead turn is found within about it
+LEASE = 2.0
+
+PROJECT = {
+    "agents/agents/clerk.py": (
+        "from standardagents import define_agent\n"
+        "clerk = define_agent(name='clerk', side_a={'prompt': 'clerk_prompt', 'stop_on_response': True,"
+        " 'max_steps': 6})\n"),
+    "agents/prompts/clerk_prompt.py": (
+        "from standardagents import define_prompt\n"
+        "clerk_prompt = define_prompt(name='clerk_prompt', prompt='File it.', model='stubbed',"
+        " tools=['lookup', 'record'])\n"),
+    "agents/tools/lookup.py": (
+        "from standardagents import define_tool\n\n\n"
+        "@define_tool(idempotent=True)\n"
+        "def lookup(key: str) -> str:\n"
+        "    '''Look a key up (no side effect).\n\n    Args:\n        key: The key.\n    '''\n"
+        "    return 'value-of-' + key\n"),
+    "agents/tools/record.py": (
+        "import os\n\n"
+        "from standardagents import define_tool\n\n\n"
+        "@define_tool\n"
+        "def record(call: str) -> str:\n"
+        "    '''Append a line to the ledger (a side effect: not safe to repeat).\n\n"
+        "    Args:\n        call: The call's tag.\n    '''\n"
+        "    with open(os.environ['SA_CRASH_LEDGER'], 'a') as ledger:\n"
+        "        ledger.write(call + '\\n')\n"
+        "    return 'recorded ' + call\n"),
+}
+
+
+class Model:
+    """Each turn: both tools at once, then (after their results) a final answer naming the turn.
+    Every reply takes :data:`MODEL_DELAY`; each tool-call reply tags ``record`` uniquely, so
+    the ledger counts runs per call. ``asked`` counts first-step requests."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.serial = 0
+        self.asked = 0
+
+    def __call__(self, body: dict[str, Any]) -> StubReply:
+        messages = body.get("messages", [])
+        last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        content = messages[last_user]["content"]
+        turn = content if isinstance(content, str) else json.dumps(content)
+        if not any(m.get("role") == "tool" for m in messages[last_user:]):
+            with self.lock:
+                self.serial += 1
+                self.asked += 1
+                tag = f"{turn}#{self.serial}"
+            return StubReply(tool_calls=[("lookup", json.dumps({"key": turn})),
+                                         ("record", json.dumps({"call": tag}))], delay=MODEL_DELAY)
+        return StubReply(text=f"Filed {turn}.", delay=MODEL_DELAY, chunk_size=3)
+
+    def first_steps(self) -> int:
+        with self.lock:
+            return self.asked
+
+
+class Follower:
+    """A client following one thread's SSE stream, reconnecting with ``Last-Event-ID`` (the
+    last id it saw) whenever the connection breaks, as a browser does."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], thread_id: str) -> None:
+        self.base_url = base_url
+        self.headers = headers
+        self.thread_id = thread_id
+        self.events: list[tuple[int, dict[str, Any]]] = []
+        self.others: list[dict[str, Any]] = []  # events without an id (connected, lagged)
+        self.connections = 0
+        self.changed = asyncio.Event()
+        self.task = asyncio.create_task(self._run())
+
+    @property
+    def last_id(self) -> int | None:
+        return self.events[-1][0] if self.events else None
+
+    async def _run(self) -> None:
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=httpx.Timeout(30, read=None)) as client:
+            while True:
+                headers = dict(self.headers)
+                if self.last_id is not None:
+                    headers["Last-Event-ID"] = str(self.last_id)
+                try:
+                    async with client.stream("GET", f"/api/threads/{self.thread_id}/stream",
+                                             headers=headers) as response:
+                        if response.status_code != 200:
+                            raise httpx.TransportError(f"status {response.status_code}")
+                        self.connections += 1
+                        await self._frames(response)
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)  # the server is down or restarting: try again
+
+    async def _frames(self, response: httpx.Response) -> None:
+        buffer = ""
+        async for text in response.aiter_text():
+            buffer += text
+            while "\n\n" in buffer:
+                frame, buffer = buffer.split("\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in frame.splitlines() if ": " in line)
+                if "data" not in fields:
+                    continue
+                event = json.loads(fields["data"])
+                if "id" in fields:
+                    self.events.append((int(fields["id"]), event))
+                else:
+                    self.others.append(event)
+                self.changed.set()
+
+    def dones(self) -> collections.Counter[str]:
+        return collections.Counter(str(e["data"].get("executionId")) for _, e in self.events if e["type"] == "done")
+
+    async def until_done(self, execution_id: str, timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            while execution_id not in self.dones():
+                self.changed.clear()
+                await self.changed.wait()
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+
+
+def _start(project: Path, port: int, database: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
+                                 "--database-url", database, "--graceful-timeout", "3"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill_all(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=20)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        _kill_all(proc)
+
+
+async def _until(check: Callable[[], bool], timeout: float = 60) -> None:
+    """Poll a condition the test cannot be told of (a count in the stub's thread)."""
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.02)
+
+
+def _worker_pids(log: Path) -> list[int]:
+    return [int(p) for p in re.findall(r"Started server process \[(\d+)\]", log.read_text(errors="replace"))]
+
+
+@pytest.mark.parametrize("repetition", range(REPEAT))
+async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
+        database: str, tmp_path: Path, repetition: int) -> None:
+    project = tmp_path / "project"
+    for rel, text in PROJECT.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+    ledger = tmp_path / "ledger.txt"
+    ledger.touch()
+    log = tmp_path / "server.log"
+    token = await _admin_token(database)
+    headers = {"Authorization": f"Bearer {token}"}
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env |= {"STANDARDAGENTS_EXECUTION_LEASE": str(LEASE), "SA_CRASH_LEDGER": str(ledger)}
+    model = Model()
+    accepted: dict[str, list[str]] = {}  # thread id -> its turns' execution ids
+    with OpenAIStub(model) as stub:
+        (project / "agents/models/stubbed.py").parent.mkdir(parents=True, exist_ok=True)
+        (project / "agents/models/stubbed.py").write_text(
+            "from standardagents import define_model\n"
+            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
+            " max_retries=0)\n")
+        proc = _start(project, port, database, env, log)
+        followers: list[Follower] = []
+        try:
+            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
+                await _wait_ready(client)
+                threads = [(await client.post("/api/threads", json={"agent": "clerk"})).json()["id"]
+                           for _ in range(TURNS)]
+                followers = [Follower(base_url, headers, t) for t in threads]
+                await _until(lambda: all(f.connections for f in followers))
+
+                async def phase(name: str, crash: Callable[[], Any]) -> None:
+                    """One turn on every thread at once; ``crash`` once about half have asked the model."""
+                    before = model.first_steps()
+                    sends = await asyncio.gather(*(client.post(f"/api/threads/{t}/messages",
+                                                               json={"content": f"{name}-{i}"})
+                                                   for i, t in enumerate(threads)))
+                    for t, sent in zip(threads, sends, strict=True):
+                        assert sent.status_code == 202, sent.text
+                        accepted.setdefault(t, []).append(sent.json()["executionId"])
+                    await _until(lambda: model.first_steps() - before >= max(1, TURNS // 2))
+                    await crash()
+                    await asyncio.gather(*(f.until_done(accepted[f.thread_id][-1], 120) for f in followers))
+
+                async def kill_one_worker() -> None:
+                    pid = int((await client.get("/api/agents")).headers[WORKER])
+                    os.kill(pid, signal.SIGKILL)
+
+                async def kill_server() -> None:
+                    nonlocal proc
+                    await asyncio.to_thread(_kill_all, proc)
+                    proc = _start(project, port, database, env, log)
+                    await _wait_ready(client)
+
+                async def rolling_restart() -> None:
+                    started = len(_worker_pids(log))
+                    os.kill(proc.pid, signal.SIGHUP)  # each worker replaced in turn, the old one SIGTERMed
+                    await _until(lambda: len(_worker_pids(log)) >= started + 2, 120)
+
+                await phase("kill-worker", kill_one_worker)
+                await phase("kill-server", kill_server)
+                await phase("rolling", rolling_restart)
+
+                for thread in threads:
+                    for execution_id in accepted[thread]:
+                        record = (await client.get(f"/api/executions/{execution_id}")).json()
+                        assert record["status"] == "complete", record
+                    messages = (await client.get(f"/api/threads/{thread}/messages")).json()["messages"]
+                    replies = [m["content"] for m in messages
+                               if m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")]
+                    turns = [m["content"] for m in messages if m["role"] == "user"]
+                    assert replies == [f"Filed {turn}." for turn in turns], (thread, messages)
+                    assert len(turns) == 3
+        finally:
+            for follower in followers:
+                await follower.close()
+            _stop(proc)
+
+    runs = collections.Counter(ledger.read_text().split())
+    assert runs and max(runs.values()) == 1, [c for c, n in runs.items() if n > 1]
+    for follower in followers:
+        ids = [i for i, _ in follower.events]
+        assert ids == sorted(set(ids)), (follower.thread_id, ids)  # each event once, in order
+        assert follower.dones() == collections.Counter(accepted[follower.thread_id]), follower.thread_id
+        assert not [e for e in follower.others if e["type"] == "lagged"], follower.thread_id
