@@ -152,8 +152,8 @@ class Follower:
     def dones(self) -> collections.Counter[str]:
         return collections.Counter(str(e["data"].get("executionId")) for _, e in self.events if e["type"] == "done")
 
-    async def until_done(self, execution_id: str, timeout: float) -> None:
-        async with asyncio.timeout(timeout):
+    async def until_done(self, execution_id: str) -> None:
+        async with asyncio.timeout(120):
             while execution_id not in self.dones():
                 self.changed.clear()
                 await self.changed.wait()
@@ -167,7 +167,7 @@ class Follower:
 def _start(project: Path, port: int, database: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
-                                 "--database-url", database, "--graceful-timeout", "3"],
+                                 "--database-url", database, "--graceful-timeout", "0.2"],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -186,11 +186,31 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         _kill_all(proc)
 
 
-async def _until(check: Callable[[], bool], timeout: float = 60) -> None:
-    """Poll a condition the test cannot be told of (a count in the stub's thread)."""
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
+async def _until(check: Callable[[], bool], what: str) -> None:
+    """Poll a condition the test cannot be told of (a count in the stub's thread, a log line)."""
+    for _ in range(6000):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def _logged(client: httpx.AsyncClient, thread_id: str, last: int) -> list[tuple[int, dict[str, Any]]]:
+    """A thread's logged events from the start (``after=0``) up to id ``last``."""
+    events: list[tuple[int, dict[str, Any]]] = []
+    async with asyncio.timeout(30), client.stream("GET", f"/api/threads/{thread_id}/stream",
+                                                  params={"after": "0"}) as response:
+        buffer = ""
+        async for text in response.aiter_text():
+            buffer += text
+            while "\n\n" in buffer:
+                frame, buffer = buffer.split("\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in frame.splitlines() if ": " in line)
+                if "id" in fields:
+                    events.append((int(fields["id"]), json.loads(fields["data"])))
+                    if events[-1][0] >= last:
+                        return events
+    return events
 
 
 def _worker_pids(log: Path) -> list[int]:
@@ -229,7 +249,7 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                 threads = [(await client.post("/api/threads", json={"agent": "clerk"})).json()["id"]
                            for _ in range(TURNS)]
                 followers = [Follower(base_url, headers, t) for t in threads]
-                await _until(lambda: all(f.connections for f in followers))
+                await _until(lambda: all(f.connections for f in followers), "the streams to open")
 
                 async def phase(name: str, crash: Callable[[], Any]) -> None:
                     """One turn on every thread at once; ``crash`` once about half have asked the model."""
@@ -240,9 +260,9 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                     for t, sent in zip(threads, sends, strict=True):
                         assert sent.status_code == 202, sent.text
                         accepted.setdefault(t, []).append(sent.json()["executionId"])
-                    await _until(lambda: model.first_steps() - before >= max(1, TURNS // 2))
+                    await _until(lambda: model.first_steps() - before >= max(1, TURNS // 2), "the turns to ask the model")
                     await crash()
-                    await asyncio.gather(*(f.until_done(accepted[f.thread_id][-1], 120) for f in followers))
+                    await asyncio.gather(*(f.until_done(accepted[f.thread_id][-1]) for f in followers))
 
                 async def kill_one_worker() -> None:
                     pid = int((await client.get("/api/agents")).headers[WORKER])
@@ -257,7 +277,7 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                 async def rolling_restart() -> None:
                     started = len(_worker_pids(log))
                     os.kill(proc.pid, signal.SIGHUP)  # each worker replaced in turn, the old one SIGTERMed
-                    await _until(lambda: len(_worker_pids(log)) >= started + 2, 120)
+                    await _until(lambda: len(_worker_pids(log)) >= started + 2, "both workers to be replaced")
 
                 await phase("kill-worker", kill_one_worker)
                 await phase("kill-server", kill_server)
@@ -273,6 +293,12 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                     turns = [m["content"] for m in messages if m["role"] == "user"]
                     assert replies == [f"Filed {turn}." for turn in turns], (thread, messages)
                     assert len(turns) == 3
+                # what the event log kept is what the followers saw under the same ids
+                for follower in followers:
+                    seen = dict(follower.events)
+                    logged = await _logged(client, follower.thread_id, max(seen))
+                    differ = [(i, e, seen.get(i)) for i, e in logged if i >= follower.events[0][0] and seen.get(i) != e]
+                    assert logged and not differ, (follower.thread_id, differ[:3])
         finally:
             for follower in followers:
                 await follower.close()
