@@ -109,6 +109,7 @@ class Follower:
         self.events: list[tuple[int, dict[str, Any]]] = []
         self.others: list[dict[str, Any]] = []  # events without an id (connected, lagged)
         self.connections = 0
+        self.reconnects: list[int | None] = []  # the Last-Event-ID of each connection
         self.changed = asyncio.Event()
         self.task = asyncio.create_task(self._run())
 
@@ -128,6 +129,7 @@ class Follower:
                         if response.status_code != 200:
                             raise httpx.TransportError(f"status {response.status_code}")
                         self.connections += 1
+                        self.reconnects.append(self.last_id)
                         await self._frames(response)
                 except httpx.TransportError:
                     pass
@@ -153,7 +155,7 @@ class Follower:
         return collections.Counter(str(e["data"].get("executionId")) for _, e in self.events if e["type"] == "done")
 
     async def until_done(self, execution_id: str) -> None:
-        async with asyncio.timeout(120):
+        async with asyncio.timeout(60):
             while execution_id not in self.dones():
                 self.changed.clear()
                 await self.changed.wait()
@@ -195,21 +197,24 @@ async def _until(check: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def _logged(client: httpx.AsyncClient, thread_id: str, last: int) -> list[tuple[int, dict[str, Any]]]:
-    """A thread's logged events from the start (``after=0``) up to id ``last``."""
+async def _logged(client: httpx.AsyncClient, thread_id: str, last: int,
+                  quiet: float = 30) -> list[tuple[int, dict[str, Any]]]:
+    """A thread's logged events from the start (``after=0``) up to id ``last`` (or what came
+    within ``quiet`` seconds)."""
     events: list[tuple[int, dict[str, Any]]] = []
-    async with asyncio.timeout(30), client.stream("GET", f"/api/threads/{thread_id}/stream",
-                                                  params={"after": "0"}) as response:
-        buffer = ""
-        async for text in response.aiter_text():
-            buffer += text
-            while "\n\n" in buffer:
-                frame, buffer = buffer.split("\n\n", 1)
-                fields = dict(line.split(": ", 1) for line in frame.splitlines() if ": " in line)
-                if "id" in fields:
-                    events.append((int(fields["id"]), json.loads(fields["data"])))
-                    if events[-1][0] >= last:
-                        return events
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(quiet), client.stream("GET", f"/api/threads/{thread_id}/stream",
+                                                      params={"after": "0"}) as response:
+            buffer = ""
+            async for text in response.aiter_text():
+                buffer += text
+                while "\n\n" in buffer:
+                    frame, buffer = buffer.split("\n\n", 1)
+                    fields = dict(line.split(": ", 1) for line in frame.splitlines() if ": " in line)
+                    if "id" in fields:
+                        events.append((int(fields["id"]), json.loads(fields["data"])))
+                        if events[-1][0] >= last:
+                            return events
     return events
 
 
@@ -262,7 +267,17 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                         accepted.setdefault(t, []).append(sent.json()["executionId"])
                     await _until(lambda: model.first_steps() - before >= max(1, TURNS // 2), "the turns to ask the model")
                     await crash()
-                    await asyncio.gather(*(f.until_done(accepted[f.thread_id][-1]) for f in followers))
+                    waits = await asyncio.gather(*(f.until_done(accepted[f.thread_id][-1]) for f in followers),
+                                                 return_exceptions=True)
+                    stuck = [f for f, w in zip(followers, waits, strict=True) if w is not None]
+                    if stuck:
+                        report = []
+                        for f in stuck[:3]:
+                            logged = await _logged(client, f.thread_id, 1 << 62, quiet=2)
+                            report.append((name, f.thread_id, accepted[f.thread_id][-1], f.connections,
+                                           [(i, e["type"]) for i, e in f.events[-4:]],
+                                           [(i, e["type"]) for i, e in logged[-6:]]))
+                        raise AssertionError(f"{len(stuck)} followers saw no done: {report}")
 
                 async def kill_one_worker() -> None:
                     pid = int((await client.get("/api/agents")).headers[WORKER])
@@ -298,7 +313,10 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                     seen = dict(follower.events)
                     logged = await _logged(client, follower.thread_id, max(seen))
                     differ = [(i, e, seen.get(i)) for i, e in logged if i >= follower.events[0][0] and seen.get(i) != e]
-                    assert logged and not differ, (follower.thread_id, differ[:3])
+                    assert logged and not differ, (
+                        follower.thread_id, [(i, e["type"], e.get("data", {}).get("executionId"), g is None)
+                                             for i, e, g in differ[:4]],
+                        follower.reconnects, [(i, e["type"]) for i, e in follower.events])
         finally:
             for follower in followers:
                 await follower.close()

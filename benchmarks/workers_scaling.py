@@ -1,0 +1,111 @@
+"""Turns per second with ``serve --workers 2`` against ``--workers 1``, on PostgreSQL, same load.
+
+Each run: a fresh server on a database of its own, ``--threads`` threads, one streamed message
+each (``POST ...?stream=true``) at once, against the OpenAI wire stub in a process of its own
+(``--delay-ms`` per model request, ``--tool-rounds`` tool rounds per turn). The two
+configurations alternate for ``--rounds`` rounds (so drift of a shared machine hits both);
+printed: every run's turns/s, the medians and their ratio.
+
+    python benchmarks/workers_scaling.py --threads 200 --rounds 3
+
+The load generator, the stub, PostgreSQL and the workers share the machine's cores: on two
+cores the workers get less than two cores' worth between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).parent))
+from serve_procs import WORKER, database, free_port, make_token, serve, stop_group, wait_ready
+from server_load import _start_stub, _write_project, run_turn
+
+
+async def _both_workers(base: str, headers: dict[str, str], workers: int) -> None:
+    seen: set[str] = set()
+    for _ in range(3000):
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=5) as probe:
+            seen.add((await probe.get("/api/agents")).headers[WORKER])
+        if len(seen) >= workers:
+            return
+        await asyncio.sleep(0.05)
+    raise SystemExit("not every worker answered")
+
+
+async def _one_run(project: Path, workers: int, threads: int, request_timeout: float) -> float:
+    async with database() as url:
+        token = await make_token(url)
+        headers = {"Authorization": f"Bearer {token}"}
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        proc = serve(project, port, url, workers)
+        try:
+            await wait_ready(base, headers)
+            await _both_workers(base, headers, workers)
+            limits = httpx.Limits(max_connections=threads + 10, max_keepalive_connections=threads + 10)
+            async with httpx.AsyncClient(base_url=base, headers=headers, timeout=request_timeout, limits=limits) as client:
+                ids = []
+                for _ in range(threads + 2 * workers):
+                    r = await client.post("/api/threads", json={"agent": "bench"})
+                    r.raise_for_status()
+                    ids.append(r.json()["id"])
+                warm, ids = ids[:2 * workers], ids[2 * workers:]
+                await asyncio.gather(*(run_turn(client, t) for t in warm))  # imports, model connections
+                start = time.perf_counter()
+                turns = await asyncio.gather(*(run_turn(client, t) for t in ids))
+                wall = time.perf_counter() - start
+            failed = sum(1 for t in turns if t.stop_reason not in (None, "complete", "completed", "stop_on_response"))
+            rate = threads / wall
+            print(f"  --workers {workers}: {rate:6.1f} turns/s ({wall:.2f} s for {threads} turns"
+                  + (f", {failed} not complete" if failed else "") + ")", flush=True)
+            return rate
+        finally:
+            stop_group(proc)
+
+
+async def _run(args: argparse.Namespace, project: Path) -> None:
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for n in range(args.rounds):
+        print(f"round {n + 1}:")
+        for workers in ((1, 2) if n % 2 == 0 else (2, 1)):
+            rates[workers].append(await _one_run(project, workers, args.threads, args.timeout))
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    spread = {w: f"{min(r):.1f}-{max(r):.1f}" for w, r in rates.items()}
+    print(f"median turns/s: --workers 1 {one:.1f} (range {spread[1]}), --workers 2 {two:.1f} (range {spread[2]})")
+    print(f"ratio of medians (2 workers / 1): {two / one:.2f}x; per-round ratios: "
+          + ", ".join(f"{b / a:.2f}" for a, b in zip(rates[1], rates[2], strict=True)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--delay-ms", type=float, default=50.0, help="the model's latency per request")
+    parser.add_argument("--tool-rounds", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    if not 1 <= args.threads <= 2000:
+        parser.error("--threads must be between 1 and 2000")
+    stub, base_url = _start_stub(args.delay_ms, args.tool_rounds, 3600)
+    try:
+        with tempfile.TemporaryDirectory(prefix="sa-scale-") as tmp:
+            project = Path(tmp) / "project"
+            _write_project(project, base_url, args.tool_rounds)
+            print(f"PostgreSQL, {args.threads} concurrent streamed turns, model {args.delay_ms:g} ms per request, "
+                  f"{args.tool_rounds} tool round(s)")
+            asyncio.run(_run(args, project))
+    finally:
+        stub.terminate()
+        stub.wait(10)
+
+
+if __name__ == "__main__":
+    main()
