@@ -3,6 +3,11 @@
 ``commit_step`` of one assistant message with a tool call, one tool message, one tool
 result and an execution upsert; and ``list_messages`` of a 40-message thread.
 Run: ``.venv/bin/python benchmarks/store_commit.py [--rounds N]``.
+
+``--steady N`` also times N steps' commits back to back (the reply, then the tool result,
+the loop yielding between them as a server's does) and reports the mean wall and CPU time
+per commit, checkpoints included, and the WAL file's size at the end: the figures a median
+hides. To compare two versions, run it with ``PYTHONPATH`` set to each source tree in turn.
 """
 
 from __future__ import annotations
@@ -59,15 +64,45 @@ async def _bench(path: Path, rounds: int) -> tuple[float, float]:
     return statistics.median(commit_us), statistics.median(list_us)
 
 
+async def _steady(path: Path, steps: int) -> tuple[float, float, int]:
+    store = SQLStore(f"sqlite:///{path}")
+    await store.open()
+    thread = await store.create_thread(ThreadRecord(agent="bench"))
+    wall, cpu = time.perf_counter(), time.process_time()
+    for i in range(steps):
+        call = ToolCall(id=f"call_{i}", name="lookup", arguments='{"q": "weather"}')
+        reply = Message(thread_id=thread.id, role="assistant", content=None, tool_calls=[call],
+                        usage=Usage(120, 12, 132))
+        tool = Message(thread_id=thread.id, role="tool", content="sunny", tool_call_id=call.id,
+                       name="lookup", tool_status="success")
+        await store.commit_step(messages=[reply])
+        await asyncio.sleep(0)
+        await store.commit_step(messages=[tool], tool_results=[{
+            "thread_id": thread.id, "message_id": tool.id, "tool_call_id": call.id, "tool_name": "lookup",
+            "arguments": call.arguments, "status": "success", "result": "sunny"}])
+        await asyncio.sleep(0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wal = path.with_name(path.name + "-wal")
+    size = wal.stat().st_size if wal.exists() else 0
+    await store.close()
+    return wall / (2 * steps) * 1e6, cpu / (2 * steps) * 1e6, size
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--steady", type=int, default=0, help="also time this many steps' commits back to back")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         commit, listing = asyncio.run(_bench(Path(tmp) / "bench.db", args.rounds))
     print(f"commit_step (2 messages + 1 tool result + execution upsert), SQLite file: "
           f"median {commit:.1f} µs over {args.rounds} rounds")
     print(f"list_messages (40 messages), SQLite file: median {listing:.1f} µs over {args.rounds} rounds")
+    if args.steady:
+        with tempfile.TemporaryDirectory() as tmp:
+            wall, cpu, wal = asyncio.run(_steady(Path(tmp) / "steady.db", args.steady))
+        print(f"steady commits ({2 * args.steady} back to back, checkpoints included): mean {wall:.1f} µs wall, "
+              f"{cpu:.1f} µs CPU per commit; WAL file at the end {wal / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":
