@@ -278,3 +278,19 @@ async def test_what_a_subagent_spent_is_reported_apart_from_the_parents_own_call
     record = await rt.store.get_execution(result.execution_id)
     assert record is not None and record.state["subagentUsage"] == result.subagent_usage
     assert result.to_dict()["subagentUsage"] == result.subagent_usage
+
+
+async def test_the_parents_execution_names_the_subagent_thread_its_tool_started(stub, make_runtime):
+    from standardagents.engine.steps import load_execution
+
+    full_research(stub)
+    rt = await make_runtime(*definitions(stub))
+    result = await rt.run("boss", "Research tides.")
+    [link] = await rt.store.list_subagents(result.thread_id)
+    record = await rt.store.get_execution(result.execution_id)
+    assert record is not None
+    detail = await load_execution(rt.store, record)
+    (call,) = detail["steps"][0]["toolCalls"]
+    expected = {"threadId": link.child_thread_id, "agent": "researcher", "status": "complete"}
+    assert call["name"] == "researcher" and call["subagent"] == expected
+    assert detail["subagents"] == [expected]

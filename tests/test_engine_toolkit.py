@@ -109,6 +109,14 @@ async def test_a_history_over_the_threshold_is_compacted_into_a_summary(stub, ma
     assert any("The user talked about words" in (m.get("content") or "") for m in last)
     assert "message 0" not in json.dumps(last)
     assert len(await rt.store.list_messages(thread.id, include_hidden=False)) < len(stored)
+    # the execution that compacted names it among its steps' records
+    from standardagents.engine.steps import load_execution
+
+    first = summary[0]
+    record = await rt.store.get_execution(first.metadata["executionId"])
+    assert record is not None
+    (compaction, *_) = (await load_execution(rt.store, record))["compactions"]
+    assert compaction["messageId"] == first.id and compaction["folded"] == len(first.metadata["folded"]) > 0
 
 
 async def test_an_on_demand_prompt_with_40_tools_loads_3(stub, make_runtime):

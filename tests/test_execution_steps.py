@@ -178,3 +178,32 @@ def test_cli_lists_threads_and_shows_the_tree_of_steps(tmp_path, stub):
     assert "tool add  success" in tree.stdout and "150 in / 5 out" in tree.stdout
     unknown = cli("show", "thr_nope")
     assert unknown.returncode == 1 and "unknown thread 'thr_nope'" in unknown.stderr
+
+
+async def test_approvals_waiting_and_decided_are_on_the_execution(make_runtime, stub):
+    @define_tool(needs_approval=True)
+    def wipe(what: str) -> str:
+        """Wipe something."""
+        return f"wiped {what}"
+
+    stub.queue(StubReply(tool_calls=[("wipe", '{"what": "logs"}'), ("wipe", '{"what": "db"}')]), "Done what I may.")
+    rt = await make_runtime(define_agent(name="a", side_a={"prompt": "p", "stop_on_response": True}),
+                            define_prompt(name="p", prompt="x", tools=["wipe"]), wipe, stub_model(stub))
+    paused = await rt.run("a", "clean up")
+    assert paused.outcome == "approval_required"
+    record = await rt.store.get_execution(paused.execution_id)
+    assert record is not None
+    waiting = (await load_execution(rt.store, record))["waitingForApproval"]
+    assert [(w["name"], json.loads(w["arguments"])["what"]) for w in waiting] == [("wipe", "logs"), ("wipe", "db")]
+    logs, db = paused.payload["approvals"]
+    await rt.decide(logs["token"], True)
+    task = await rt.decide(db["token"], False, reason="not the database")
+    assert task is not None and (await task).text == "Done what I may."
+    record = await rt.store.get_execution(paused.execution_id)
+    assert record is not None
+    detail = await load_execution(rt.store, record)
+    assert detail["waitingForApproval"] == []
+    calls = {json.loads(c["arguments"])["what"]: c for c in detail["steps"][0]["toolCalls"]}
+    assert calls["logs"]["approval"] == {"approved": True, "reason": None} and calls["logs"]["result"] == "wiped logs"
+    assert calls["db"]["approval"] == {"approved": False, "reason": "not the database"}
+    assert calls["db"]["status"] == "error"

@@ -65,7 +65,8 @@ async def compact_if_needed(execution: Execution, setup: SideSetup, system: str 
         return False
     first_kept = visible[plan.end - offset]
     message = Message(thread_id=execution.thread_id, role="user", content=f"{SUMMARY_PREFIX}\n{summary.strip()}",
-                      metadata={"summary": True, "folded": [m.id for m in folded], "insertBefore": first_kept.id})
+                      metadata={"summary": True, "folded": [m.id for m in folded], "insertBefore": first_kept.id,
+                                "executionId": execution.record.id, "step": execution.ex.step_count})
     updates = [(m.id, {"hidden": True}) for m in folded]
     stored = await execution.rt.store.commit_step(messages=[message], updates=updates)
     summary_msg = stored[0]

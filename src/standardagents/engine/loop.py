@@ -544,7 +544,8 @@ class Execution:
             else:
                 reason = decision.get("reason")
                 text = "The user denied this call." + (f" Reason: {reason}" if reason else "")
-                outcomes.append(ToolOutcome(call, ToolResult("error", error=text), None))
+                outcomes.append(ToolOutcome(call, ToolResult("error", error=text), None,
+                                            approval={"approved": False, "reason": reason}))
         side = self.ex.side
         if outcomes:
             await self.rt.store_tool_outcomes(self.state, outcomes, side if self.dual else None, setup.hooks)
@@ -552,6 +553,8 @@ class Execution:
         if approved:
             ran = list(await asyncio.gather(*(run_tool_call(self.state, c, setup.toolbox, setup.hooks,
                                                             default_timeout=self.rt.tool_timeout) for c in approved)))
+            for out in ran:
+                out.approval = {"approved": True, "reason": decisions.get(out.call.id, {}).get("reason")}
             await self.rt.store_tool_outcomes(self.state, ran, side if self.dual else None, setup.hooks)
         cfg = self.agent.side(side)
         if cfg is not None and self._check_stops(side, cfg, setup, ran):

@@ -631,6 +631,8 @@ class Runtime:
             if out.repaired:
                 meta["repaired"] = True
                 meta["repairNotes"] = out.notes
+            if out.approval is not None:
+                meta["approval"] = out.approval
             msg = Message(thread_id=tid, role="tool", content=res.content, tool_call_id=out.call.id, name=out.call.name,
                           side=side if sides is None else sides[i], tool_status=res.status,
                           attachments=list(res.attachments), metadata=meta)

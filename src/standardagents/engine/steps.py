@@ -11,10 +11,12 @@ reader below joins them to the model call that asked for them.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from ..records import ExecutionRecord, Message
+from ..store.records import SubagentRecord
 
 __all__ = ["StepProbe", "execution_detail", "execution_summary", "load_execution"]
 
@@ -95,20 +97,32 @@ def execution_summary(record: ExecutionRecord) -> dict[str, Any]:
             "durationMs": max(0, record.updated_at - record.created_at)}
 
 
-def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """An execution with its steps: each model call and the tool calls it asked for, and its
-    errors. ``messages`` and ``tool_rows`` are the thread's; those of other executions are
-    left out."""
+def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows: list[dict[str, Any]],
+                     subagents: list[SubagentRecord] | None = None) -> dict[str, Any]:
+    """An execution with its steps: each model call and the tool calls it asked for (with the
+    person's decision when a call waited for approval, and the child thread when the tool ran a
+    subagent), guardrails that tripped, compactions and errors; the calls still waiting for a
+    decision. ``messages``, ``tool_rows`` and ``subagents`` are the thread's; those of other
+    executions are left out."""
     by_call: dict[str, dict[str, Any]] = {}
     for tr in tool_rows:
         if tr.get("tool_call_id"):
             by_call[tr["tool_call_id"]] = tr
+    children = {link.child_thread_id: link for link in subagents or ()}
     steps: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
+    compactions: list[dict[str, Any]] = []
+    started: list[dict[str, Any]] = []
     trace_id: str | None = None
     for m in messages:
         meta = m.metadata or {}
-        if meta.get("executionId") != record.id or m.role != "assistant":
+        if meta.get("executionId") != record.id:
+            continue
+        if meta.get("summary"):
+            compactions.append({"messageId": m.id, "step": meta.get("step"), "folded": len(meta.get("folded") or ()),
+                                "createdAt": m.created_at})
+            continue
+        if m.role != "assistant":
             continue
         if meta.get("error"):
             errors.append({"messageId": m.id, "code": meta["error"], "message": m.content, "createdAt": m.created_at})
@@ -120,13 +134,18 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
             found = by_call.get(tc.id)
             row: dict[str, Any] = found or {}
             rmeta = row.get("metadata") or {}
-            tool_calls.append({
+            entry: dict[str, Any] = {
                 "id": tc.id, "name": tc.name, "arguments": tc.arguments,
                 "status": row.get("status"), "result": row.get("result"), "error": row.get("error"),
                 "durationMs": rmeta.get("durationMs"), "repaired": bool(rmeta.get("repaired")),
                 "repairNotes": rmeta.get("repairNotes") or [],
-                "resultMessageId": row.get("message_id"),
-            })
+                "resultMessageId": row.get("message_id"), "approval": rmeta.get("approval"),
+            }
+            link = children.get(_child_thread(row.get("result")) or "")
+            if link is not None:
+                entry["subagent"] = {"threadId": link.child_thread_id, "agent": link.agent, "status": link.status}
+                started.append(entry["subagent"])
+            tool_calls.append(entry)
         steps.append({
             "index": len(steps), "step": meta.get("step"), "kind": "model", "messageId": m.id, "side": m.side,
             "status": m.status, "provider": call.get("provider"), "model": call.get("model"),
@@ -135,16 +154,37 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
             "usage": m.usage.to_dict() if m.usage is not None else None, "cost": m.cost,
             "latencyMs": call.get("latencyMs"), "ttftMs": call.get("ttftMs"),
             "attempts": call.get("attempts") or [], "toolCalls": tool_calls, "createdAt": m.created_at,
+            "guardrail": meta.get("guardrail"),
         })
     detail = execution_summary(record)
     detail["traceId"] = trace_id
     detail["steps"] = steps
     detail["errors"] = errors
+    detail["compactions"] = compactions
+    detail["subagents"] = started
+    state = record.state or {}
+    decided = state.get("decisions") or {}
+    detail["waitingForApproval"] = [
+        {"id": p.get("id"), "name": p.get("name"), "arguments": p.get("arguments")}
+        for p in state.get("pending") or () if isinstance(p, dict) and p.get("id") not in decided
+    ] if record.status == "waiting" else []
     return detail
+
+
+def _child_thread(result: Any) -> str | None:
+    """The child thread a subagent tool's result names (its JSON body's ``threadId``)."""
+    if not isinstance(result, str) or '"threadId"' not in result:
+        return None
+    try:
+        body = json.loads(result)
+    except ValueError:
+        return None
+    child = body.get("threadId") if isinstance(body, dict) else None
+    return child if isinstance(child, str) else None
 
 
 async def load_execution(store: Any, record: ExecutionRecord) -> dict[str, Any]:
     """``execution_detail`` read from the store (the thread's messages and tool results)."""
     messages = await store.list_messages(record.thread_id)
     rows = await store.list_tool_results(record.thread_id)
-    return execution_detail(record, messages, rows)
+    return execution_detail(record, messages, rows, await store.list_subagents(record.thread_id))

@@ -51,6 +51,8 @@ class ToolOutcome:
     duration_ms: float = 0.0
     #: the arguments could not be read at all (counts against the tool's retry budget)
     bad_arguments: bool = False
+    #: the person's decision when the call waited for approval (``approved``, ``reason``)
+    approval: dict[str, Any] | None = None
 
 
 def session_tool(name: str, kind: str, message_property: str | None, attachments_property: str | None) -> ToolDefinition:
