@@ -513,3 +513,29 @@ async def test_effects_are_listed_and_cancelled_over_http(tmp_path):
         missing = await client.post("/api/effects/eff_nope/cancel")
         assert missing.status_code == 404
         assert (await client.get(f"/api/threads/{tid}/effects?status=pending")).json()["effects"] == []
+
+
+# child threads and subagent links -------------------------------------------------------------
+async def test_top_level_threads_leave_out_child_threads_and_subagents_name_them(
+        client: httpx.AsyncClient, actors: Any, runtime: Runtime) -> None:
+    from standardagents.store.records import SubagentRecord
+
+    parent = await _thread(client, actors.auth("alice"))
+    child = await runtime.create_thread("helper", user_id=actors.ids["alice"], parent_id=parent["id"])
+    await runtime.store.add_subagent(SubagentRecord(parent_thread_id=parent["id"], child_thread_id=child.id,
+                                                    agent="helper"))
+    every = (await client.get(f"{API}/threads", headers=actors.auth("alice"))).json()["threads"]
+    top = (await client.get(f"{API}/threads?top_level=true", headers=actors.auth("alice"))).json()["threads"]
+    assert {t["id"] for t in every} == {parent["id"], child.id}
+    assert [t["id"] for t in top] == [parent["id"]]
+    r = await client.get(f"{API}/threads/{parent['id']}/subagents", headers=actors.auth("alice"))
+    assert r.status_code == 200
+    [link] = r.json()["subagents"]
+    assert (link["childThreadId"], link["agent"], link["status"]) == (child.id, "helper", "running")
+    # bad input: a clear 4xx, and bob may not read alice's links
+    bad = await client.get(f"{API}/threads?top_level=maybe", headers=actors.auth("alice"))
+    assert bad.status_code == 422 and "top_level" in bad.json()["error"]["message"]
+    other = await client.get(f"{API}/threads/{parent['id']}/subagents", headers=actors.auth("bob"))
+    assert other.status_code in (403, 404)
+    missing = await client.get(f"{API}/threads/thr_nope/subagents", headers=actors.auth("alice"))
+    assert missing.status_code == 404

@@ -173,7 +173,7 @@ async def list_threads(request: Request) -> Response:
             raise ApiError(403, "you may only list your own threads")
         user = caller.id
     threads = await rt.store.list_threads(agent=request.query_params.get("agent") or None, user_id=user,
-                                          limit=limit, offset=offset)
+                                          top_level=_flag(request, "top_level"), limit=limit, offset=offset)
     running = await rt.running_threads([t.id for t in threads])
     return JSONResponse({"threads": [thread_dict(t, t.id in running) for t in threads],
                          "limit": limit, "offset": offset})
@@ -196,6 +196,17 @@ async def list_executions(request: Request) -> Response:
     thread = await require_thread(request, request.path_params["thread_id"], caller)
     records = await server_of(request).runtime.store.list_executions(thread_id=thread.id)
     return JSONResponse({"executions": [execution_summary(r) for r in sorted(records, key=lambda r: r.created_at)]})
+
+
+async def list_subagents(request: Request) -> Response:
+    """``GET .../subagents``: the subagent runs the thread started, oldest first, each naming
+    its child thread, so a client can show a child's conversation inside the parent's turn."""
+    caller = await authenticate(request)
+    thread = await require_thread(request, request.path_params["thread_id"], caller)
+    links = await server_of(request).runtime.store.list_subagents(thread.id)
+    return JSONResponse({"subagents": [
+        {"id": link.id, "childThreadId": link.child_thread_id, "agent": link.agent, "status": link.status,
+         "createdAt": link.created_at, "updatedAt": link.updated_at} for link in links]})
 
 
 async def get_execution(request: Request) -> Response:
@@ -649,6 +660,7 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{t}/fork", fork_thread, methods=["POST"]),
         Route(f"{t}/messages", list_messages, methods=["GET"]),
         Route(f"{t}/executions", list_executions, methods=["GET"]),
+        Route(f"{t}/subagents", list_subagents, methods=["GET"]),
         Route(f"{p}/executions/{{execution_id}}", get_execution, methods=["GET"]),
         Route(f"{p}/usage", usage_summary, methods=["GET"]),
         Route(f"{t}/messages", send_message, methods=["POST"]),

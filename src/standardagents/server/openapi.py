@@ -92,7 +92,8 @@ def openapi_document(prefix: str) -> dict[str, Any]:
                                    errors=(422,))},
         f"{p}/threads": {
             "get": _op("List threads", params=[*_PAGE, {"name": "agent", "in": "query", "schema": {"type": "string"}},
-                                               {"name": "user", "in": "query", "schema": {"type": "string"}}],
+                                               {"name": "user", "in": "query", "schema": {"type": "string"}},
+                                               _flag("top_level")],
                        errors=(403, 422)),
             "post": _op("Create a thread", ok={"201": json_}, errors=(403,), body={
                 "type": "object", "required": ["agent"], "properties": {
@@ -120,6 +121,8 @@ def openapi_document(prefix: str) -> dict[str, Any]:
                                   errors=thread_op)},
         f"{t}/executions": {"get": _op("The thread's executions with outcome, value, usage and cost",
                                        params=[_THREAD_ID], errors=thread_op)},
+        f"{t}/subagents": {"get": _op("The subagent runs the thread started, each with its child thread id",
+                                      params=[_THREAD_ID], errors=thread_op)},
         f"{p}/executions/{{execution_id}}": {"get": _op(
             "One execution: its steps (model calls with their tool calls), usage, cost, timings and trace id",
             params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}],

@@ -135,9 +135,11 @@ def get_thread(conn: Connection, thread_id: str) -> ThreadRecord | None:
 
 def list_threads(
     conn: Connection, agent: str | None, user_id: str | None, parent_id: str | None,
-    limit: int, offset: int,
+    limit: int, offset: int, top_level: bool = False,
 ) -> list[ThreadRecord]:
     stmt = select(threads)
+    if top_level:
+        stmt = stmt.where(threads.c.parent_id.is_(None))
     if agent is not None:
         stmt = stmt.where(threads.c.agent == agent)
     if user_id is not None:

@@ -402,12 +402,12 @@ class SQLStore:
 
     async def list_threads(
         self, *, agent: str | None = None, user_id: str | None = None,
-        parent_id: str | None = None, limit: int = 50, offset: int = 0,
+        parent_id: str | None = None, top_level: bool = False, limit: int = 50, offset: int = 0,
     ) -> list[ThreadRecord]:
         check_window(limit, offset)
         for name, value in (("agent", agent), ("user id", user_id), ("parent thread id", parent_id)):
             check_text(name, value)
-        return await self._run(ops.list_threads, agent, user_id, parent_id, limit, offset, write=False)
+        return await self._run(ops.list_threads, agent, user_id, parent_id, limit, offset, top_level, write=False)
 
     async def update_thread(self, thread_id: str, **changes: Any) -> ThreadRecord:
         check_text("thread id", thread_id)

@@ -291,3 +291,67 @@ export function forkPoint(message) {
   const at = positionOf(message.id);
   return at > 0 ? state.messages[at - 1].id : null;
 }
+
+// -- subagents: a child thread shown inside the tool card of the call that ran it --------------
+// The parent's subagent runs come from GET .../subagents, oldest first; each is matched to the
+// next card of the same tool name (a subagent's tool is named after its agent), so the child
+// thread never needs its own entry in the thread list.
+export async function attachSubagents(threadId) {
+  const { subagents } = await api(`/threads/${threadId}/subagents`);
+  if (state.thread?.id !== threadId) return;
+  const used = new Set();
+  for (const link of subagents) {
+    const card = [...cards.values()].find((el) => !used.has(el)
+      && el.querySelector(".tool-name").textContent === link.agent);
+    if (!card) continue;
+    used.add(card);
+    if (card.querySelector(".subagent-thread")?.dataset.childThread === link.childThreadId) continue;
+    card.querySelector(".subagent-thread")?.remove();
+    card.appendChild(subagentBox(link));
+  }
+}
+
+function subagentBox(link) {
+  const box = document.createElement("details");
+  box.className = "subagent-thread";
+  box.dataset.childThread = link.childThreadId;
+  const summary = document.createElement("summary");
+  summary.textContent = `${link.agent}'s thread (${link.status})`;
+  const body = document.createElement("div");
+  body.className = "subagent-messages";
+  box.append(summary, body);
+  let loaded = false;
+  box.addEventListener("toggle", () => {
+    if (!box.open || loaded) return;
+    loaded = true;
+    loadChild(link.childThreadId, body).catch((err) => { loaded = false; showError(err); });
+  });
+  return box;
+}
+
+async function loadChild(childId, body) {
+  const { messages } = await api(`/threads/${childId}/messages?limit=500`);
+  body.replaceChildren();
+  for (const m of messages) {
+    const el = document.createElement("div");
+    el.className = `sub-msg ${m.role}`;
+    el.dataset.role = m.role;
+    if (m.side) el.dataset.side = m.side;
+    const who = document.createElement("div");
+    who.className = "sub-who";
+    who.textContent = m.role === "tool" ? `${m.name || "tool"} result` : (m.side ? `${m.role} · side ${m.side}` : m.role);
+    const content = document.createElement("div");
+    content.className = "msg-body";
+    if (m.role === "tool") content.textContent = text(m.content);
+    else renderMarkdown(content, m.content || "");
+    el.append(who, content);
+    for (const call of m.tool_calls || []) {
+      const line = document.createElement("div");
+      line.className = "sub-call";
+      line.textContent = `→ ${call.function.name} ${prettyArgs(call.function.arguments)}`;
+      el.appendChild(line);
+    }
+    body.appendChild(el);
+  }
+  if (!messages.length) body.textContent = "No messages yet.";
+}

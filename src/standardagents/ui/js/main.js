@@ -46,6 +46,7 @@ async function openThread(id) {
   $("thread-title").textContent = titleOf(thread);
   chat.renderAll(messages);
   waiting.forEach(chat.approvalCard);
+  chat.attachSubagents(id).catch(showError);
   chat.setBusy(false);
   markActive();
   document.body.classList.remove("show-sidebar");
@@ -68,6 +69,7 @@ async function redrawThread() {
   forget();
   chat.renderAll(messages);
   waiting.forEach(chat.approvalCard);
+  chat.attachSubagents(id).catch(showError);
   loadThreads().catch(showError);
 }
 
@@ -106,7 +108,10 @@ async function resendAsFork(message, content) {
 chat.onFork(resendAsFork);
 live.onForeignTurn(redrawThread);
 onOpen(openThread);
-chat.onTurnEnded(() => loadThreads().catch(showError));
+chat.onTurnEnded(() => {
+  loadThreads().catch(showError);
+  if (state.thread) chat.attachSubagents(state.thread.id).catch(showError);
+});
 
 $("composer").addEventListener("submit", async (e) => {
   e.preventDefault();

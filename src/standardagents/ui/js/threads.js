@@ -15,7 +15,7 @@ export function titleOf(t) {
 export async function loadThreads() {
   const agent = $("filter-agent").value;
   const query = agent ? `&agent=${encodeURIComponent(agent)}` : "";
-  threads = (await api(`/threads?limit=200${query}`)).threads;
+  threads = (await api(`/threads?limit=200&top_level=true${query}`)).threads;
   draw();
 }
 
