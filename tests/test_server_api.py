@@ -539,3 +539,23 @@ async def test_top_level_threads_leave_out_child_threads_and_subagents_name_them
     assert other.status_code in (403, 404)
     missing = await client.get(f"{API}/threads/thr_nope/subagents", headers=actors.auth("alice"))
     assert missing.status_code == 404
+
+
+# runtime view ---------------------------------------------------------------------------------
+async def test_runtime_view_lists_agents_with_prompt_tools_and_model_for_admins_only(
+        client: httpx.AsyncClient, actors: Any) -> None:
+    assert (await client.get(f"{API}/runtime")).status_code == 401
+    refused = await client.get(f"{API}/runtime", headers=actors.auth("alice"))
+    assert refused.status_code == 403 and _error_code(refused) == "forbidden"
+    r = await client.get(f"{API}/runtime", headers=actors.auth("root"))
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) == {"agents", "running", "approvals", "effects", "errors"}
+    helper = next(a for a in body["agents"] if a["name"] == "helper")
+    [side] = helper["sides"]
+    assert side["prompt"] == {"name": "helper_prompt", "text": "You add numbers."}
+    add = next(t for t in side["tools"] if t["name"] == "add")
+    assert add["origin"] == "code" and side["model"]["name"]
+    assert body["running"] == [] and body["approvals"] == [] and body["effects"] == []
+    spec = (await client.get(f"{API}/openapi.json")).json()
+    assert "get" in spec["paths"][f"{API}/runtime"]

@@ -485,3 +485,29 @@ async def test_tool_calls_of_one_step_are_drawn_side_by_side(browser: Any, app_s
     names = await turn.locator(".row.tool .row-label").all_inner_texts()
     assert sorted(names) == ["↳ add", "↳ mul"]
     await shot(page, "inspector-parallel")
+
+
+async def test_runtime_view_lists_the_agents_their_tools_and_a_waiting_call(browser: Any, app_server: Any) -> None:
+    from playwright.async_api import expect
+
+    page = await browser.new_page()
+    await page.goto(app_server.base_url + "/")
+    await page.select_option("#agent-select", "guard")
+    await page.fill("#input", "wipe the disk")
+    await page.press("#input", "Enter")
+    await expect(page.locator(".tool-card")).to_have_attribute("data-state", "waiting", timeout=15_000)
+    await page.click("#runtime-toggle")
+    view = page.locator("#runtime-view")
+    await expect(view).to_be_visible()
+    guard = view.locator('.runtime-agent[data-agent="guard"]')
+    await expect(guard.locator('.runtime-tool[data-tool="wipe"]')).to_contain_text("needs approval")
+    await expect(guard.locator(".runtime-prompt")).to_have_text("x")
+    adder = view.locator('.runtime-agent[data-agent="adder"]')
+    await expect(adder.locator('.runtime-tool[data-tool="add"]')).to_contain_text("code")
+    await expect(adder).to_contain_text("model priced (test offline)")
+    approvals = view.locator('[data-section="approvals"] .runtime-approval')
+    await expect(approvals).to_have_count(1)
+    await expect(approvals).to_contain_text("wipe the disk")
+    await shot(page, "runtime-view")
+    await page.click("#runtime-close")
+    await expect(view).to_be_hidden()

@@ -32,6 +32,7 @@ from .auth import authenticate, caller_dict, require_thread
 from .errors import ApiError, JSONResponse, read_json
 from .forks import fork_thread, rename_thread
 from .openapi import openapi_document
+from .runtime_view import runtime_view
 from .state import server_of
 from .streams import (
     sse_encode,
@@ -663,6 +664,7 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{t}/subagents", list_subagents, methods=["GET"]),
         Route(f"{p}/executions/{{execution_id}}", get_execution, methods=["GET"]),
         Route(f"{p}/usage", usage_summary, methods=["GET"]),
+        Route(f"{p}/runtime", runtime_view, methods=["GET"]),
         Route(f"{t}/messages", send_message, methods=["POST"]),
         Route(f"{t}/stop", stop_thread, methods=["POST"]),
         Route(f"{t}/approvals", list_approvals, methods=["GET"]),

@@ -127,6 +127,9 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             "One execution: its steps (model calls with their tool calls), usage, cost, timings and trace id",
             params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}],
             errors=thread_op)},
+        f"{p}/runtime": {"get": _op("The runtime view (admins): agents with their sides' prompts, models, tools "
+                                    "(with origins) and hooks; running executions, calls waiting for approval, "
+                                    "pending effects and recent failed executions", tag="runtime", errors=(403,))},
         f"{p}/usage": {"get": _op("Tokens and cost summed, by agent, model, user or day", tag="usage",
                                   errors=(403, 404, 422), params=[
             {"name": name, "in": "query", "schema": {"type": "string"}}

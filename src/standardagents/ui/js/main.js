@@ -3,6 +3,7 @@ import { api } from "./api.js";
 import * as chat from "./chat.js";
 import * as inspector from "./inspector.js";
 import * as live from "./live.js";
+import * as runtime from "./runtime.js";
 import { $, forget, showError, state } from "./state.js";
 import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
 
@@ -143,6 +144,9 @@ $("edit-cancel").addEventListener("click", () => chat.cancelEdit());
 $("new-thread").addEventListener("click", () => newThread().catch(showError));
 $("inspector-toggle").addEventListener("click", () => inspector.toggle());
 $("inspector-close").addEventListener("click", () => inspector.toggle(false));
+$("runtime-toggle").addEventListener("click", () => runtime.toggle());
+$("runtime-close").addEventListener("click", () => runtime.toggle(false));
+$("runtime-refresh").addEventListener("click", () => runtime.refresh().catch(showError));
 $("sidebar-open").addEventListener("click", () => document.body.classList.add("show-sidebar"));
 $("sidebar-close").addEventListener("click", () => document.body.classList.remove("show-sidebar"));
 $("token-save").addEventListener("click", () => {
