@@ -9,81 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import secrets
 from typing import TYPE_CHECKING, Any
 
-from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
-
 from .. import observability as observe
-from ..exceptions import StandardAgentsError
 from ..records import ExecutionRecord, ThreadRecord, new_id, now_ms
+from .approval_tokens import (
+    TOKEN_MAX_AGE,
+    ApprovalError,
+    approval_request,
+    make_token,
+    read_token,
+    signing_secret,
+)
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
-    from ..store.base import Store
     from .loop import ExecutionResult
     from .options import TurnOptions
     from .runtime import Runtime
 
 __all__ = ["TOKEN_MAX_AGE", "ApprovalError", "approval_request", "make_token", "read_token", "signing_secret"]
-
-#: a resume token older than this is stale (seconds)
-TOKEN_MAX_AGE = 7 * 24 * 3600
-_SALT = "standardagents.approval.v1"
-_SECRET_KEY = "_signing_secret"
-
-
-class ApprovalError(StandardAgentsError):
-    """A resume token was forged, stale, or names a call that is no longer pending."""
-
-
-async def signing_secret(store: Store) -> str:
-    """The secret tokens are signed with: ``STANDARDAGENTS_SECRET``, else one kept in the store
-    (created once), so tokens survive restarts and verify on every worker.
-
-    It lives in the runtime's ``system`` env scope, which tools cannot read or write (they
-    see the thread, user and instance scopes); a secret an older version kept in the
-    ``instance`` scope is moved there, so tokens already handed out stay valid."""
-    env = os.environ.get("STANDARDAGENTS_SECRET")
-    if env:
-        return env
-    value = await store.get_env("system", "", _SECRET_KEY)
-    if isinstance(value, str) and value:
-        return value
-    legacy = await store.get_env("instance", "", _SECRET_KEY)
-    candidate = legacy if isinstance(legacy, str) and legacy else secrets.token_urlsafe(32)
-    # of concurrent first callers (several workers), one writes; all read the winner back
-    await store.claim_env("system", "", _SECRET_KEY, candidate, now_ms())
-    stored = await store.get_env("system", "", _SECRET_KEY)
-    if legacy is not None:
-        await store.delete_env("instance", "", _SECRET_KEY)
-    return stored if isinstance(stored, str) and stored else candidate
-
-
-def make_token(secret: str, *, thread_id: str, execution_id: str, call_id: str) -> str:
-    return URLSafeTimedSerializer(secret, salt=_SALT).dumps({"t": thread_id, "e": execution_id, "c": call_id})
-
-
-def read_token(secret: str, token: str, *, max_age: int = TOKEN_MAX_AGE) -> dict[str, Any]:
-    """The token's payload, or :class:`ApprovalError` when it is forged or stale."""
-    try:
-        data = URLSafeTimedSerializer(secret, salt=_SALT).loads(token, max_age=max_age)
-    except SignatureExpired:
-        raise ApprovalError("this approval token has expired") from None
-    except BadSignature:
-        raise ApprovalError("this approval token is not valid (forged or damaged)") from None
-    if not isinstance(data, dict) or not {"t", "e", "c"} <= set(data):
-        raise ApprovalError("this approval token is not valid")
-    return {"thread_id": data["t"], "execution_id": data["e"], "call_id": data["c"]}
-
-
-def approval_request(call_id: str, tool: str, arguments: Any, token: str, execution_id: str) -> dict[str, Any]:
-    """One paused call as every surface shows it: the pattern's ``interruption`` and
-    ``stateToken`` beside the flat ``id``/``tool``/``arguments``/``token`` fields."""
-    return {"id": call_id, "tool": tool, "arguments": arguments, "token": token, "executionId": execution_id,
-            "interruption": {"id": call_id, "toolName": tool, "args": arguments}, "stateToken": token}
-
 
 async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
     """The calls of a thread waiting for a decision, each with a fresh resume token."""

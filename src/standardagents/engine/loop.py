@@ -41,7 +41,7 @@ from ..toolcalls import (
     recover_tool_calls,
     strip_thinking,
 )
-from .approvals import approval_request, make_token, signing_secret
+from .approval_tokens import approval_request, make_token, signing_secret
 from .client_tools import WAITING_FOR, ClientTools, index_calls, unique_client_ids
 from .compaction import compact_if_needed, over_threshold
 from .context import THINKING_BLOCKS_KEY, clip

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from ..exceptions import NotFoundError
 from ..records import Message, now_ms
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
+from .owners import LIVE_OWNERS, gone
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -26,9 +26,6 @@ __all__ = ["LIVE_OWNERS", "beat", "claim_thread", "heartbeat", "recover", "relea
 
 log = logging.getLogger("standardagents.recovery")
 
-#: the owner ids of the runtimes open in this process (an owner id naming this host and this
-#: pid but missing here belonged to an earlier process that had the same pid)
-LIVE_OWNERS: set[str] = set()
 
 
 async def try_claim(rt: Runtime, thread_id: str) -> bool:
@@ -102,38 +99,11 @@ async def recover(rt: Runtime) -> list[str]:
         owner = str(entry.get("owner", "")) if isinstance(entry, dict) else ""
         # a claim is refreshed while its process lives; a stale one is taken over by the next
         # claim anyway, so only claims of certainly gone processes are removed here
-        if _gone(rt, owner, host, fresh=True):
+        if gone(rt, owner, host, fresh=True):
             await rt.store.delete_env("lock", "", locked_thread)
     resumed = await resume_orphans(rt)
     await _recover_inbox(rt, host, stale_before)
     return resumed
-
-
-def _parse_owner(owner: str) -> tuple[str, int | None]:
-    """``(host, pid)`` of an owner id (``host:pid:nonce``, or ``host:pid`` from older versions)."""
-    head, _, last = owner.rpartition(":")
-    if last.isdigit():
-        return head, int(last)
-    host, _, pid = head.rpartition(":")
-    return host, int(pid) if pid.isdigit() else None
-
-
-def _gone(rt: Runtime, owner: str, host: str, *, fresh: bool) -> bool:
-    """Whether the runtime named ``owner`` is gone. ``fresh``: its heartbeat is recent.
-
-    A live pid is only a hint (pids are reused, and a restarted container's process often
-    has its predecessor's pid): on this host, an owner naming this very process is alive
-    only while it is one of the runtimes open here; another live pid is trusted until its
-    heartbeat goes stale. Other hosts are judged by the heartbeat alone."""
-    if owner == rt.owner or owner in LIVE_OWNERS:
-        return False
-    if owner.startswith("released:"):  # let go by a process shutting down (engine/handover.py)
-        return True
-    owner_host, pid = _parse_owner(owner)
-    if owner_host == host and pid is not None:
-        if pid == os.getpid() or not _alive(pid):
-            return True
-    return not fresh
 
 
 async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
@@ -142,7 +112,7 @@ async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
         if not isinstance(entry, dict):
             continue
         owner = str(entry.get("owner", ""))
-        if not _gone(rt, owner, host, fresh=int(entry.get("queuedAt", 0)) >= stale_before):
+        if not gone(rt, owner, host, fresh=int(entry.get("queuedAt", 0)) >= stale_before):
             continue
         try:
             await rt.store.get_message(message_id)
@@ -161,14 +131,3 @@ async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
         # the same execution id its sender was given when the message was accepted
         rt._track(rt._execute(thread, agent, message, entry.get("startSide", "a"), entry.get("executionId"),
                               queued=True, options=TurnOptions.from_state(entry.get(OPTIONS_KEY))), thread_id)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process of this host with this pid runs (not necessarily the same one)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

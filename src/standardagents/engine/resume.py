@@ -18,10 +18,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
-from . import recovery
 from .hooks import HookSet
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
+from .owners import gone
 from .state import ThreadState
 from .tools import Toolbox, ToolOutcome, run_tool_call
 
@@ -51,7 +51,7 @@ async def resume_orphans(rt: Runtime) -> list[str]:
     resumed: list[str] = []
     for record in await rt.store.list_executions(status="running"):
         owner = str(record.state.get("owner", ""))
-        if record.id in mine or not recovery._gone(rt, owner, host, fresh=record.updated_at >= stale_before):
+        if record.id in mine or not gone(rt, owner, host, fresh=record.updated_at >= stale_before):
             continue
         claimed = replace(record, state={**record.state, "owner": rt.owner, "resumedFrom": owner}, updated_at=now_ms())
         if not await rt.store.replace_execution(claimed, expected_status="running",
