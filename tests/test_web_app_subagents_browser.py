@@ -4,6 +4,7 @@ the parent's tool card (loaded through the API), never as a thread of its own in
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -82,9 +83,10 @@ def _call(name: str, **args: Any) -> StubReply:
 async def test_a_subagents_thread_opens_inside_the_parents_tool_card(browser: Any, app_server: Any, stub: OpenAIStub) -> None:
     from playwright.async_api import expect
 
+    lead_may_answer = threading.Event()
     stub.queue(
         _call("researcher", message="How do tides work?"),
-        "Draft: the moon pulls the sea.",
+        StubReply(text="Draft: the moon pulls the sea.", hold=lead_may_answer),
         "Add the sun's part.",
         _call("deliver", summary="Tides come from the moon and the sun."),
         "The research is done.",
@@ -94,6 +96,12 @@ async def test_a_subagents_thread_opens_inside_the_parents_tool_card(browser: An
     await page.select_option("#agent-select", "boss")
     await page.fill("#input", "Research tides.")
     await page.press("#input", "Enter")
+    # while the child runs, its thread can already be opened from the running card
+    running = page.locator('.tool-card[data-state="running"]', has_text="researcher")
+    await running.locator("details.subagent-thread summary").click()
+    await expect(running.locator(".sub-msg")).to_have_text(["userHow do tides work?"])
+    await running.locator("details.subagent-thread summary").click()
+    lead_may_answer.set()
     await expect(page.locator(".msg.assistant").last).to_contain_text("The research is done.", timeout=20_000)
     await expect(page.locator("#stop")).to_be_disabled()
 
@@ -109,7 +117,8 @@ async def test_a_subagents_thread_opens_inside_the_parents_tool_card(browser: An
     card = page.locator('.tool-card[data-state="done"]', has_text="researcher")
     box = card.locator("details.subagent-thread")
     await expect(box).to_have_attribute("data-child-thread", child["id"])
-    await expect(box.locator(".sub-msg")).to_have_count(0)
+    await expect(box.locator("summary")).to_have_text("researcher's thread (complete)")
+    assert await box.evaluate("el => el.open") is False
     await box.locator("summary").click()
     messages = box.locator(".sub-msg")
     await expect(messages.first).to_contain_text("How do tides work?")

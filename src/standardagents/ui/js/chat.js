@@ -185,6 +185,9 @@ export function onEvent(event) {
     case "approval.request":
       approvalCard(d);
       break;
+    case "subagent_created":
+      subagentStarted(d);
+      break;
     case "guardrail":
       showError(`Stopped by the ${d.kind} guardrail ${d.guardrail}` + (d.info ? `: ${JSON.stringify(d.info)}` : ""));
       break;
@@ -305,28 +308,39 @@ export async function attachSubagents(threadId) {
       && el.querySelector(".tool-name").textContent === link.agent);
     if (!card) continue;
     used.add(card);
-    if (card.querySelector(".subagent-thread")?.dataset.childThread === link.childThreadId) continue;
-    card.querySelector(".subagent-thread")?.remove();
+    const current = card.querySelector(".subagent-thread");
+    if (current?.dataset.childThread === link.childThreadId) {
+      current.querySelector("summary").textContent = summaryText(link);
+      continue;
+    }
+    current?.remove();
     card.appendChild(subagentBox(link));
   }
 }
+
+function summaryText(link) { return `${link.agent}'s thread (${link.status})`; }
 
 function subagentBox(link) {
   const box = document.createElement("details");
   box.className = "subagent-thread";
   box.dataset.childThread = link.childThreadId;
   const summary = document.createElement("summary");
-  summary.textContent = `${link.agent}'s thread (${link.status})`;
+  summary.textContent = summaryText(link);
   const body = document.createElement("div");
   body.className = "subagent-messages";
   box.append(summary, body);
-  let loaded = false;
+  // read again at each opening: a running child keeps adding messages
   box.addEventListener("toggle", () => {
-    if (!box.open || loaded) return;
-    loaded = true;
-    loadChild(link.childThreadId, body).catch((err) => { loaded = false; showError(err); });
+    if (box.open) loadChild(link.childThreadId, body).catch(showError);
   });
   return box;
+}
+
+// Live: the running call to a subagent gets its disclosure as soon as the child thread exists.
+function subagentStarted(d) {
+  const card = [...cards.values()].reverse().find((el) => el.dataset.state === "running"
+    && el.querySelector(".tool-name").textContent === d.agent && !el.querySelector(".subagent-thread"));
+  if (card) card.appendChild(subagentBox({ childThreadId: d.childThreadId, agent: d.agent, status: "running" }));
 }
 
 async function loadChild(childId, body) {
