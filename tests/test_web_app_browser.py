@@ -479,9 +479,18 @@ async def test_tool_calls_of_one_step_are_drawn_side_by_side(browser: Any, app_s
         steps = (await api.get(f"/api/executions/{listed[0]['id']}")).json()["steps"]
     span = steps[0]["latencyMs"] + max(c["durationMs"] for c in steps[0]["toolCalls"]) + \
         sum(s["latencyMs"] + max([c["durationMs"] for c in s["toolCalls"]] or [0]) for s in steps[1:])
+    expected = steps[0]["latencyMs"] / span * 100
+    # the inspector may still be drawing an earlier read of the turn: wait until it shows the
+    # finished turn the API served (same execution), then both tool bars start where the
+    # model call that asked for them ended
+    await expect(turn).to_have_attribute("data-execution-id", listed[0]["id"])
+    await page.wait_for_function(
+        """([expected]) => {
+            const bars = [...document.querySelectorAll("#inspector .turn .bar.tool")];
+            return bars.length === 2 && bars.every(e => Math.abs(parseFloat(e.style.left) - expected) < 1e-3);
+        }""", arg=[expected], timeout=15_000)
     starts = await turn.locator(".bar.tool").evaluate_all("els => els.map(e => parseFloat(e.style.left))")
-    # both start when the model call that asked for them ended
-    assert starts == pytest.approx([steps[0]["latencyMs"] / span * 100] * 2, abs=1e-3)
+    assert starts == pytest.approx([expected] * 2, abs=1e-3)
     names = await turn.locator(".row.tool .row-label").all_inner_texts()
     assert sorted(names) == ["↳ add", "↳ mul"]
     await shot(page, "inspector-parallel")
