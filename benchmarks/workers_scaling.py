@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -29,15 +30,25 @@ from serve_procs import WORKER, database, free_port, make_token, serve, stop_gro
 from server_load import _start_stub, _write_project, run_turn
 
 
-async def _both_workers(base: str, headers: dict[str, str], workers: int) -> None:
+async def _both_workers(base: str, headers: dict[str, str], workers: int) -> set[int]:
+    """The pids of the workers, once each answered."""
     seen: set[str] = set()
     for _ in range(3000):
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=5) as probe:
             seen.add((await probe.get("/api/agents")).headers[WORKER])
         if len(seen) >= workers:
-            return
+            return {int(p) for p in seen}
         await asyncio.sleep(0.05)
     raise SystemExit("not every worker answered")
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    """User + system CPU time the processes used so far."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def _one_run(project: Path, workers: int, threads: int, request_timeout: float) -> float:
@@ -49,7 +60,7 @@ async def _one_run(project: Path, workers: int, threads: int, request_timeout: f
         proc = serve(project, port, url, workers)
         try:
             await wait_ready(base, headers)
-            await _both_workers(base, headers, workers)
+            pids = await _both_workers(base, headers, workers)
             limits = httpx.Limits(max_connections=threads + 10, max_keepalive_connections=threads + 10)
             async with httpx.AsyncClient(base_url=base, headers=headers, timeout=request_timeout, limits=limits) as client:
                 ids = []
@@ -59,13 +70,15 @@ async def _one_run(project: Path, workers: int, threads: int, request_timeout: f
                     ids.append(r.json()["id"])
                 warm, ids = ids[:2 * workers], ids[2 * workers:]
                 await asyncio.gather(*(run_turn(client, t) for t in warm))  # imports, model connections
-                start = time.perf_counter()
+                start, cpu, own = time.perf_counter(), _cpu_seconds(pids), time.process_time()
                 turns = await asyncio.gather(*(run_turn(client, t) for t in ids))
                 wall = time.perf_counter() - start
+                cpu, own = _cpu_seconds(pids) - cpu, time.process_time() - own
             failed = sum(1 for t in turns if t.stop_reason not in (None, "complete", "completed", "stop_on_response"))
             rate = threads / wall
             print(f"  --workers {workers}: {rate:6.1f} turns/s ({wall:.2f} s for {threads} turns"
-                  + (f", {failed} not complete" if failed else "") + ")", flush=True)
+                  + (f", {failed} not complete" if failed else "")
+                  + f"; CPU: workers {cpu:.1f} s = {cpu / wall:.2f} cores, load generator {own:.1f} s)", flush=True)
             return rate
         finally:
             stop_group(proc)
