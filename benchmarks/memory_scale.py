@@ -92,11 +92,17 @@ async def _measure(base: str, headers: dict[str, str], threads: int, turns: int)
 
         async def one() -> str:
             async with sem:
-                r = await client.post("/api/threads", json={"agent": "bench"})
-                r.raise_for_status()
-                tid = str(r.json()["id"])
-                (await client.get(f"/api/threads/{tid}")).raise_for_status()
-                return tid
+                for attempt in range(3):  # a kept-alive connection the server just closed fails once
+                    try:
+                        r = await client.post("/api/threads", json={"agent": "bench"})
+                        r.raise_for_status()
+                        tid = str(r.json()["id"])
+                        (await client.get(f"/api/threads/{tid}")).raise_for_status()
+                        return tid
+                    except httpx.TransportError:
+                        if attempt == 2:
+                            raise
+                raise AssertionError("unreachable")
 
         ids = await asyncio.gather(*(one() for _ in range(threads)))
         idle_rss = _rss_kib(pid)
