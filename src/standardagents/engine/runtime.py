@@ -182,8 +182,11 @@ class Runtime:
     # construction --------------------------------------------------------------------------
     @classmethod
     async def open(cls, project: str | Path | Registry | None = None, *, database_url: str | None = None,
-                   store: Store | None = None, **options: Any) -> Runtime:
-        """Load a project (a folder or a ready Registry) and open its store."""
+                   store: Store | None = None, take_over: bool = True, **options: Any) -> Runtime:
+        """Load a project (a folder or a ready Registry) and open its store; ``take_over``:
+        resume the turns of gone processes now (a server passes False and calls
+        :meth:`take_over` once its streams' relay and event log listen, so no event of a
+        resumed turn is published before they do)."""
         from ..store import open_store
 
         if isinstance(project, Registry):
@@ -197,8 +200,8 @@ class Runtime:
             store = open_store(database_url, project_dir=Path(root))
         await store.open()
         runtime = cls(registry, store, **options)
-        await runtime.recover()
-        runtime._beat()  # the heartbeat also looks for turns of processes that died since
+        if take_over:
+            await runtime.take_over()
         if registry.root is not None:
             runtime._capabilities_file = Path(registry.root) / ".standardagents" / "capabilities.json"
             if runtime._capabilities_file.is_file():
@@ -1042,6 +1045,12 @@ class Runtime:
 
     def _beat(self) -> None:
         recovery.beat(self)
+
+    async def take_over(self) -> list[str]:
+        """Resume what gone processes left running, then keep looking on every heartbeat."""
+        resumed = await self.recover()
+        self._beat()  # the heartbeat also looks for turns of processes that died since
+        return resumed
 
     # approvals (engine/approvals.py) ---------------------------------------------------------
     async def pending_approvals(self, thread_id: str) -> list[dict[str, Any]]:

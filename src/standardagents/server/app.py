@@ -145,6 +145,9 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             if event_log is not None:
                 event_log.start()
                 server.event_log = server.hub.event_log = event_log
+            # the turns of gone processes resume only now: their events reach other workers
+            # and the event log (for a runtime opened with take_over=True a second, harmless look)
+            await rt.take_over()
             async with doors_running(app.state.server):
                 yield
         finally:
@@ -202,7 +205,7 @@ def factory_from_env() -> Starlette:
     configure_from_env()
 
     async def open_runtime() -> Runtime:
-        return await Runtime.open(project, database_url=database_url)
+        return await Runtime.open(project, database_url=database_url, take_over=False)
 
     return create_app(open_runtime, prefix=prefix, dev=dev)
 
@@ -277,7 +280,7 @@ def run_server(project: str | Path, *, host: str = "127.0.0.1", port: int = 8000
         return
 
     async def open_runtime() -> Runtime:
-        return await Runtime.open(project, database_url=database_url)
+        return await Runtime.open(project, database_url=database_url, take_over=False)
 
     uvicorn.run(create_app(open_runtime, prefix=prefix, dev=dev), host=host, port=port, log_level=log_level,
                 log_config=log_config or LOGGING_CONFIG)
