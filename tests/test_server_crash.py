@@ -181,7 +181,7 @@ def _kill_all(proc: subprocess.Popen[bytes]) -> None:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGTERM)  # the supervisor, which stops its workers
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -298,6 +298,8 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                 await phase("kill-server", kill_server)
                 await phase("rolling", rolling_restart)
 
+            # a new client: kept-alive connections to the retired workers are closed
+            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
                 for thread in threads:
                     for execution_id in accepted[thread]:
                         record = (await client.get(f"/api/executions/{execution_id}")).json()
