@@ -1,7 +1,8 @@
 """Crashes under load: `standardagents serve --workers 2` on PostgreSQL runs many concurrent
 turns against a slow stub model, each with a tool round (an idempotent tool and one with a
 side effect), while a worker is SIGKILLed, then the whole server, then the workers are
-replaced one by one (SIGHUP: each gets SIGTERM and hands its turns over).
+replaced one by one (SIGHUP: each gets SIGTERM and hands its turns over). On SQLite, one
+process (no supervisor) is SIGKILLed mid-turn and started again.
 
 Every accepted message must get exactly one final reply (the turn resumed, not failed); the
 side-effect tool must run at most once per call; a client following each thread, reconnecting
@@ -169,9 +170,10 @@ class Follower:
             await self.task
 
 
-def _start(project: Path, port: int, database: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def _start(project: Path, port: int, database: str, env: dict[str, str], log: Path,
+           workers: int) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
-        return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
+        return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", str(workers),
                                  "--database-url", database, "--graceful-timeout", "0.2"],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -239,6 +241,15 @@ def _worker_pids(log: Path) -> list[int]:
 @pytest.mark.parametrize("repetition", range(REPEAT))
 async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
         database: str, tmp_path: Path, repetition: int) -> None:
+    await _scenario(database, tmp_path, 2, ["kill-worker", "kill-server", "rolling"])
+
+
+@pytest.mark.parametrize("repetition", range(REPEAT))
+async def test_turns_survive_a_sigkilled_single_process_server_on_sqlite(tmp_path: Path, repetition: int) -> None:
+    await _scenario(f"sqlite+aiosqlite:///{tmp_path / 'crash.db'}", tmp_path, 1, ["kill-server"])
+
+
+async def _scenario(database: str, tmp_path: Path, workers: int, phases: list[str]) -> None:
     project = tmp_path / "project"
     for rel, text in PROJECT.items():
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -261,7 +272,7 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
             "from standardagents import define_model\n"
             f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
             " max_retries=0)\n")
-        proc = _start(project, port, database, env, log)
+        proc = _start(project, port, database, env, log, workers)
         followers: list[Follower] = []
         try:
             async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
@@ -308,7 +319,7 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                 async def kill_server() -> None:
                     nonlocal proc
                     await asyncio.to_thread(_kill_all, proc)
-                    proc = _start(project, port, database, env, log)
+                    proc = _start(project, port, database, env, log, workers)
                     await _wait_ready(client)
 
                 async def rolling_restart() -> None:
@@ -316,9 +327,9 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                     os.kill(proc.pid, signal.SIGHUP)  # each worker replaced in turn, the old one SIGTERMed
                     await _until(lambda: len(_worker_pids(log)) >= started + 2, "both workers to be replaced")
 
-                await phase("kill-worker", kill_one_worker)
-                await phase("kill-server", kill_server)
-                await phase("rolling", rolling_restart)
+                crashes = {"kill-worker": kill_one_worker, "kill-server": kill_server, "rolling": rolling_restart}
+                for name in phases:
+                    await phase(name, crashes[name])
 
             # a new client: kept-alive connections to the retired workers are closed
             async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
@@ -331,7 +342,7 @@ async def test_turns_survive_worker_kill_server_kill_and_rolling_restart(
                                if m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")]
                     turns = [m["content"] for m in messages if m["role"] == "user"]
                     assert replies == [f"Filed {turn}." for turn in turns], (thread, messages)
-                    assert len(turns) == 3
+                    assert len(turns) == len(phases)
                 # what the event log kept is what the followers saw under the same ids
                 for follower in followers:
                     seen = dict(follower.events)
