@@ -22,6 +22,7 @@ their usual exceptions.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import time
@@ -245,6 +246,31 @@ def _usage(raw: dict[str, int] | None, subagents: dict[str, int] | None = None) 
     return out
 
 
+async def begin_turn(request: Request, thread_id: str, waiting: Any, results: dict[str, str], text: str | None,
+                     sub: Any, *, output_type: Any, sampling: dict[str, Any] | None,
+                     client: ClientTools | None) -> tuple[asyncio.Task[Any], str]:
+    """Start the door's turn, or continue the one ``waiting`` for these client tool results;
+    the turn is kept past the request and ``sub`` is closed if starting fails. Both doors
+    (Chat Completions and Responses) begin their turns here."""
+    rt = server_of(request).runtime
+    execution_id = waiting.id if waiting is not None else new_id("exe_")
+    try:
+        if waiting is not None:
+            task = await rt.submit_tool_results(waiting.id, results, output_type=output_type,
+                                                sampling=sampling or None, client_tools=client)
+        else:
+            task = await rt.start(thread_id, text, execution_id=execution_id, output_type=output_type,
+                                  sampling=sampling or None, client_tools=client)
+    except BaseException:
+        if sub is not None:
+            sub.close()
+        raise
+    from .api import _keep
+
+    _keep(request, task)
+    return task, execution_id
+
+
 def client_tools_of(body: dict[str, Any]) -> ClientTools | None:
     """The request's ``tools``, ``tool_choice`` and ``parallel_tool_calls`` as the turn's
     client tools (None when it sends none of them)."""
@@ -349,21 +375,8 @@ async def chat_completions(request: Request) -> Response:
     created = int(time.time())
     headers = {"X-Thread-Id": thread.id}
     sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer) if body.get("stream") else None
-    execution_id = waiting.id if waiting is not None else new_id("exe_")
-    try:
-        if waiting is not None:
-            task = await rt.submit_tool_results(waiting.id, results, output_type=output_type, sampling=sampling or None,
-                                                client_tools=client)
-        else:
-            task = await rt.start(thread.id, user_text, execution_id=execution_id, output_type=output_type,
-                                  sampling=sampling or None, client_tools=client)
-    except BaseException:
-        if sub is not None:
-            sub.close()
-        raise
-    from .api import _keep
-
-    _keep(request, task)
+    task, execution_id = await begin_turn(request, thread.id, waiting, results, user_text, sub,
+                                          output_type=output_type, sampling=sampling, client=client)
     if sub is None:
         result = await task
         if result.outcome == "output_invalid":

@@ -177,6 +177,7 @@ async def create_response(request: Request) -> Response:
         _response_format,
         _sampling,
         _turn_error,
+        begin_turn,
         tool_results,
     )
 
@@ -249,21 +250,8 @@ async def create_response(request: Request) -> Response:
             await rt.store.set_env(_SCOPE, _SCOPE_ID, rid, {"thread": thread.id, "user": caller.id, "body": final})
 
     sub = rt.subscribe(thread.id, reasoning=False) if body.get("stream") else None
-    execution_id = waiting.id if waiting is not None else new_id("exe_")
-    try:
-        if waiting is not None:
-            task = await rt.submit_tool_results(waiting.id, results, output_type=output_type,
-                                                sampling=sampling or None, client_tools=client)
-        else:
-            task = await rt.start(thread.id, user_text, execution_id=execution_id, output_type=output_type,
-                                  sampling=sampling or None, client_tools=client)
-    except BaseException:
-        if sub is not None:
-            sub.close()
-        raise
-    from .api import _keep
-
-    _keep(request, task)
+    task, execution_id = await begin_turn(request, thread.id, waiting, results, user_text, sub,
+                                          output_type=output_type, sampling=sampling, client=client)
     if sub is None:
         result = await task
         if result.outcome == "output_invalid":
