@@ -175,6 +175,7 @@ async def test_rest_reports_usage_per_thread_execution_and_summary(client: httpx
     assert (await client.get(f"/api/usage?user={actors.ids['alice']}", headers=bob)).status_code == 403
     assert (await client.get("/api/usage?by=colour", headers=alice)).status_code == 422
     assert (await client.get("/api/usage?since=yesterday", headers=alice)).status_code == 422
+    assert (await client.get("/api/usage?until=99999999999999999999", headers=alice)).status_code == 422
     everyone = (await client.get("/api/usage?by=user", headers=actors.auth("root"))).json()
     assert [g["user"] for g in everyone["groups"]] == [actors.ids["alice"]]
 

@@ -24,6 +24,8 @@ _MORE_AGENTS = {
                                side_a={"prompt": "careful_prompt", "stop_on_response": True})
         offline = define_agent(name="offline", type="ai_human",
                                side_a={"prompt": "down_prompt", "stop_on_response": True})
+        strict = define_agent(name="strict", type="ai_human", busy="reject",
+                              side_a={"prompt": "plain_prompt", "stop_on_response": True})
         boss = define_agent(name="boss", type="ai_human",
                             side_a={"prompt": "boss_prompt", "stop_on_response": True})
         scout = define_agent(name="scout", type="dual_ai", primary=False, expose_as_tool=True,
@@ -280,6 +282,38 @@ def test_a_tripped_guardrail_is_a_400_with_its_reason(door: LiveServer) -> None:
     with _sync(door) as client, pytest.raises(openai.BadRequestError, match=r"no_secrets.*secret-looking") as caught:
         client.chat.completions.create(model="guarded", messages=[{"role": "user", "content": "my password is x"}])
     assert caught.value.code == "guardrail_tripped"
+
+
+def test_a_text_part_whose_text_is_not_a_string_is_a_400_on_both_endpoints(door: LiveServer) -> None:
+    with _sync(door) as client:
+        with pytest.raises(openai.BadRequestError, match="text must be a string"):
+            client.chat.completions.create(model="helper", messages=[  # type: ignore[list-item]
+                {"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "output_text", "text": 5}]},
+                {"role": "user", "content": "again"}])
+        with pytest.raises(openai.BadRequestError, match="'text' must be a string"):
+            client.responses.create(model="helper", input=[  # type: ignore[list-item, typeddict-item]
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": 5}]}])
+
+
+async def test_a_second_message_to_a_busy_thread_that_rejects_is_a_409_in_openais_shape(
+        door: LiveServer, stub: OpenAIStub) -> None:
+    # the model stalls mid-reply: the first turn is still running when the second message comes
+    stub.queue(StubReply(text="a slow answer " * 40, chunk_size=4, stall_after_chunks=2, stall_seconds=10))
+    async with _async(door) as client:
+        first = await client.chat.completions.with_raw_response.create(
+            model="strict", messages=_HI, stream=True)  # type: ignore[arg-type]
+        thread = first.headers["x-thread-id"]
+        stream = first.parse()
+        async for _chunk in stream:  # the turn is running once its first chunk arrived
+            break
+        with pytest.raises(openai.ConflictError) as caught:
+            await client.chat.completions.create(model="strict", messages=[{"role": "user", "content": "and?"}],
+                                                 extra_body={"thread": thread})
+        await stream.close()
+    assert caught.value.code == "thread_busy"
+    body = caught.value.body
+    assert isinstance(body, dict) and "busy" in str(body.get("message"))
+    assert body.get("type") == "invalid_request_error" and "param" in body  # OpenAI's error object
 
 
 def test_a_call_waiting_for_approval_is_a_409_saying_so(door: LiveServer, stub: OpenAIStub) -> None:

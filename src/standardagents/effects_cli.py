@@ -33,11 +33,14 @@ DbOpt = Annotated[str | None, typer.Option("--database-url", envvar="STANDARDAGE
 
 
 def _with_runtime(project: Path, database_url: str | None, body: Callable[[Any], Awaitable[T]]) -> T:
-    """Open the project's runtime, run ``body`` with it, close it; our errors become one line."""
+    """Open the project's runtime, run ``body`` with it, close it; our errors become one line.
+
+    It does not take over turns of crashed processes: this runtime closes in a moment, and a
+    turn it resumed would be cut short again (a server resumes them)."""
     from .engine import Runtime
 
     async def main() -> T:
-        rt = await Runtime.open(project, database_url=database_url)
+        rt = await Runtime.open(project, database_url=database_url, take_over=False)
         try:
             return await body(rt)
         finally:

@@ -86,7 +86,7 @@ def show_command(
 ) -> None:
     """Show a thread's turns as a tree of steps: model calls with tokens, cost and timing,
     and the tool calls each asked for."""
-    from .engine.steps import load_execution
+    from .engine.steps import execution_detail
     from .exceptions import StandardAgentsError
 
     async def body(rt: Any) -> tuple[Any, list[dict[str, Any]]]:
@@ -94,7 +94,11 @@ def show_command(
         if thread is None:
             raise StandardAgentsError(f"unknown thread {thread_id!r} (threads list shows them)")
         records = sorted(await rt.store.list_executions(thread_id=thread_id), key=lambda r: r.created_at)
-        return thread, [await load_execution(rt.store, r) for r in records]
+        # the thread is read once for all its turns
+        messages = await rt.store.list_messages(thread_id)
+        rows = await rt.store.list_tool_results(thread_id)
+        links = await rt.store.list_subagents(thread_id)
+        return thread, [execution_detail(r, messages, rows, links) for r in records]
 
     thread, executions = _with_runtime(project, database_url, body)
     if as_json:

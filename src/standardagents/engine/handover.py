@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..records import now_ms
 from . import recovery
+from .owners import RELEASED
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -31,8 +32,6 @@ log = logging.getLogger("standardagents.handover")
 
 #: the event telling other processes that turns were handed over (data: ``executionIds``)
 HANDED_OVER = "turns_handed_over"
-#: the owner prefix of an execution or queued message a stopping process let go
-RELEASED = "released:"
 
 
 async def drain(rt: Runtime, timeout: float) -> list[str]:  # noqa: ASYNC109 - the grace period is the point

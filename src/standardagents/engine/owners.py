@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["LIVE_OWNERS", "gone"]
+__all__ = ["LIVE_OWNERS", "RELEASED", "gone"]
+
+#: prefix of the owner a process shutting down leaves on what it lets go (engine/handover.py)
+RELEASED = "released:"
 
 #: the owner ids of the runtimes open in this process (an owner id naming this host and this
 #: pid but missing here belonged to an earlier process that had the same pid)
@@ -35,7 +38,7 @@ def gone(rt: Runtime, owner: str, host: str, *, fresh: bool) -> bool:
     heartbeat goes stale. Other hosts are judged by the heartbeat alone."""
     if owner == rt.owner or owner in LIVE_OWNERS:
         return False
-    if owner.startswith("released:"):  # let go by a process shutting down (engine/handover.py)
+    if owner.startswith(RELEASED):  # let go by a process shutting down
         return True
     owner_host, pid = _parse_owner(owner)
     if owner_host == host and pid is not None:

@@ -1063,9 +1063,6 @@ class Runtime:
         (its task is returned). Forged or stale tokens raise ``ApprovalError``."""
         return await approvals.decide(self, token, approved, reason=reason, thread_id=thread_id)
 
-    async def _resume(self, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord) -> ExecutionResult:
-        return await approvals.resume(self, thread, agent, record)
-
     # client tools (engine/client_tools.py) ---------------------------------------------------
     async def check_client_tools(self, agent: AgentDefinition, namespace: str | None, client: ClientTools) -> None:
         """Refuse client tools named like one of the agent's own tools (``ClientToolError``)."""

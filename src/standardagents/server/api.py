@@ -234,6 +234,8 @@ def _time_param(request: Request, name: str) -> int | None:
     if not raw:
         return None
     if raw.isdigit():
+        if int(raw) > 2**63 - 1:
+            raise ApiError(422, f"query parameter '{name}' is beyond 64-bit epoch milliseconds")
         return int(raw)
     try:
         moment = datetime.fromisoformat(raw)

@@ -38,6 +38,7 @@ __all__ = [
     "JSONResponse",
     "StrictJSONRequest",
     "error_body",
+    "error_of",
     "error_response",
     "http_exception_handler",
     "parse_json",
@@ -94,7 +95,8 @@ def _from_database(exc: BaseException) -> bool:
     return False
 
 
-def _from_exception(exc: BaseException) -> tuple[int, str, str]:
+def error_of(exc: BaseException) -> tuple[int, str, str]:
+    """(status, code, message) the API answers ``exc`` with."""
     if isinstance(exc, ApiError):
         return exc.status_code, exc.code, exc.message
     if isinstance(exc, HTTPException):
@@ -121,7 +123,7 @@ def _from_exception(exc: BaseException) -> tuple[int, str, str]:
 
 
 async def http_exception_handler(request: Request, exc: Exception) -> Response:
-    status, code, message = _from_exception(exc)
+    status, code, message = error_of(exc)
     headers = getattr(exc, "headers", None)
     return error_response(status, message, code, headers=headers)
 
@@ -147,7 +149,7 @@ class ErrorMiddleware:
         try:
             await self.app(scope, receive, tracking_send)
         except Exception as exc:
-            status, code, message = _from_exception(exc)
+            status, code, message = error_of(exc)
             if status >= 500 and not isinstance(exc, ShuttingDownError):
                 log.exception("request %s %s failed", scope.get("method"), scope.get("path"))
             if started:

@@ -35,10 +35,15 @@ from starlette.routing import BaseRoute, Route
 
 from ..engine.client_tools import ClientToolError, ClientTools, client_tools
 from ..engine.output import output_spec, to_jsonable
-from ..exceptions import StandardAgentsError, UnstorableValueError
+from ..exceptions import (
+    ShuttingDownError,
+    StandardAgentsError,
+    ThreadBusyError,
+    UnstorableValueError,
+)
 from ..records import Message, new_id
 from .auth import authenticate, require_thread
-from .errors import ApiError, JSONResponse, read_json
+from .errors import ApiError, JSONResponse, error_of, read_json
 from .openai_history import new_history, to_message
 from .openai_history import text_of as _text_of
 from .state import server_of
@@ -78,6 +83,9 @@ def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callabl
                 raise ApiError(400, str(exc)) from exc
             except ClientToolError as exc:
                 raise DoorError(400, str(exc), "invalid_tools", param="tools") from exc
+            except (ThreadBusyError, ShuttingDownError) as exc:  # a busy thread, a draining worker
+                status, code, message = error_of(exc)
+                raise DoorError(status, message, code, headers=getattr(exc, "headers", None)) from exc
         except ApiError as exc:
             return JSONResponse(_error_object(exc), status_code=exc.status_code, headers=exc.headers)
 
@@ -101,7 +109,7 @@ def _check_messages(messages: list[Any]) -> None:
         for j, part in enumerate(content):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
                 raise ApiError(400, f"{where}.content[{j}] must be an object with a string 'type'")
-            if part["type"] in ("text", "input_text") and not isinstance(part.get("text"), str):
+            if part["type"] in ("text", "input_text", "output_text") and not isinstance(part.get("text"), str):
                 raise ApiError(400, f"{where}.content[{j}].text must be a string")
 
 

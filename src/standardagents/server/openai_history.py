@@ -20,6 +20,8 @@ from .errors import ApiError
 
 __all__ = ["new_history", "text_of", "to_message"]
 
+#: content part types whose ``text`` is read as the message's text
+_TEXT_PARTS = ("text", "input_text", "output_text")
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
@@ -28,7 +30,9 @@ def text_of(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text")]
+        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in _TEXT_PARTS]
+        if not all(isinstance(t, str) for t in texts):
+            raise ApiError(400, "a text content part's 'text' must be a string")
         return "".join(texts) if texts else None
     return None
 
