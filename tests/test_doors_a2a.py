@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.helpers.proto_helpers import get_artifact_text, new_text_part
+from a2a.helpers.proto_helpers import get_artifact_text, get_data_parts, new_text_part
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -82,7 +82,7 @@ async def test_cards_list_the_primary_agents(server: LiveServer) -> None:
         root = (await http.get("/.well-known/agent-card.json")).json()
         one = (await http.get("/a2a/helper/.well-known/agent-card.json")).json()
         missing = await http.get("/a2a/internal/.well-known/agent-card.json")
-    assert sorted(s["id"] for s in root["skills"]) == ["guarded", "helper", "invoicer", "slow"]
+    assert sorted(s["id"] for s in root["skills"]) == ["guarded", "helper", "invoicer", "sentry", "slow"]
     assert one["name"] == "helper" and one["description"] == "Adds numbers."
     assert one["capabilities"]["streaming"] is True
     assert "bearer" in one["securitySchemes"]
@@ -123,6 +123,17 @@ async def test_an_approval_pause_is_input_required_and_the_next_message_decides(
     async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers) as http:
         messages = (await http.get(f"/api/threads/{paused.context_id}/messages")).json()["messages"]
     assert any(m["role"] == "tool" and "wiped" in (m["content"] or "") for m in messages)
+
+
+async def test_a_tripped_guardrail_fails_the_task_with_its_reason(server: LiveServer) -> None:
+    async with _client(server, "sentry", streaming=False) as client:
+        failed, _ = await _last_task(client, _message("my password is x"))
+        fine, _ = await _last_task(client, _message("hello"))
+    assert failed.status.state == TaskState.TASK_STATE_FAILED
+    parts = failed.status.message.parts
+    assert re.search(r"no_secrets.*secret-looking", parts[0].text)
+    assert get_data_parts(list(parts)) == [{"code": "guardrail_tripped", "status": 400}]
+    assert fine.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 async def test_cancel_stops_the_turn(server: LiveServer) -> None:

@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 
 from server_fixtures import Actors, LiveServer, serve_app, write_project
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
+from test_doors_mcp import EXTRA as MCP_EXTRA
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "doors-agui.md"
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
@@ -34,6 +35,7 @@ EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
 def _extra(stub_url: str, scripted_url: str) -> dict[str, str]:
     return {
+        **{path: text for path, text in MCP_EXTRA.items() if "sentry" in path or "no_secrets" in path},
         "agents/agents/booker.py": """
             from standardagents import define_agent
             booker = define_agent(name="booker", type="ai_human", description="Books with the user's say-so.",
@@ -217,6 +219,15 @@ async def test_a_failing_model_ends_with_run_error(client: httpx.AsyncClient, ac
     events = await _run(client, "broken", _input("t-broken", "hi"), actors.auth("alice"))
     assert events[-1].type == EventType.RUN_ERROR
     assert events[-1].message
+
+
+async def test_a_tripped_guardrail_ends_with_run_error_and_its_reason(client: httpx.AsyncClient, actors: Actors) -> None:
+    events = await _run(client, "sentry", _input("t-sentry", "my password is x"), actors.auth("alice"))
+    last = events[-1]
+    assert last.type == EventType.RUN_ERROR and last.code == "guardrail_tripped"
+    assert re.search(r"no_secrets.*secret-looking", last.message)
+    fine = await _run(client, "sentry", _input("t-sentry", "hello"), actors.auth("alice"))
+    assert fine[-1].type == EventType.RUN_FINISHED and fine[-1].outcome.type == "success"
 
 
 async def test_refusals_come_before_the_stream(client: httpx.AsyncClient, actors: Actors) -> None:

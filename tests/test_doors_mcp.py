@@ -80,6 +80,24 @@ EXTRA = {
         from standardagents import define_prompt
         guarded_prompt = define_prompt(name="guarded_prompt", prompt="You wipe.", tools=["wipe"])
     """,
+    "agents/agents/sentry.py": """
+        from standardagents import define_agent
+        sentry = define_agent(name="sentry", type="ai_human", description="Answers, but never about secrets.",
+                              input_guardrails=["no_secrets"], side_a={"prompt": "sentry_prompt", "stop_on_response": True})
+    """,
+    "agents/prompts/sentry_prompt.py": """
+        from standardagents import define_prompt
+        sentry_prompt = define_prompt(name="sentry_prompt", prompt="You answer.")
+    """,
+    "agents/tools/no_secrets.py": """
+        from standardagents import define_tool
+
+        @define_tool(guardrail=True)
+        def no_secrets(text: str) -> dict:
+            '''Trip on anything that looks like a secret.'''
+            found = "password" in text.lower()
+            return {"tripwire": found, "info": {"reason": "secret-looking text"} if found else None}
+    """,
     "agents/tools/wipe.py": """
         from standardagents import define_tool
 
@@ -132,7 +150,7 @@ async def test_tools_are_the_primary_agents(server: LiveServer) -> None:
     async with _client(server) as client:
         tools = (await client.list_tools()).tools
     by_name = {t.name: t for t in tools}
-    assert set(by_name) == {"guarded", "helper", "invoicer", "slow"}
+    assert set(by_name) == {"guarded", "helper", "invoicer", "sentry", "slow"}
     assert by_name["helper"].output_schema is None
     assert set(by_name["invoicer"].output_schema["required"]) == {"customer", "total"}  # "internal" is not primary
     assert by_name["helper"].description == "Adds numbers."
@@ -175,6 +193,16 @@ async def test_bad_calls_are_tool_errors(server: LiveServer) -> None:
     assert missing.is_error and "message" in missing.content[0].text  # type: ignore[union-attr]
     assert unknown.is_error and "unknown agent 'internal'" in unknown.content[0].text  # type: ignore[union-attr]
     assert foreign.is_error and "unknown thread" in foreign.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_tripped_guardrail_is_a_tool_error_with_its_reason(server: LiveServer) -> None:
+    async with _client(server) as client:
+        tripped = await client.call_tool("sentry", {"message": "my password is x"})
+        fine = await client.call_tool("sentry", {"message": "hello"})
+    assert tripped.is_error
+    assert re.search(r"no_secrets.*secret-looking", tripped.content[0].text)  # type: ignore[union-attr]
+    assert (tripped.structured_content or {})["code"] == "guardrail_tripped"
+    assert not fine.is_error
 
 
 async def test_cancelling_the_call_stops_the_turn(server: LiveServer) -> None:
@@ -344,7 +372,7 @@ async def test_stdio_serves_the_same_tools(doors_project: Path, tmp_path: Path) 
         names = sorted(t.name for t in (await client.list_tools()).tools)
         result = await client.call_tool("helper", {"message": "add"}, progress_callback=progress)
         approved = await client.call_tool("guarded", {"message": "wipe"})
-    assert names == ["guarded", "helper", "invoicer", "slow"]
+    assert names == ["guarded", "helper", "invoicer", "sentry", "slow"]
     assert not result.is_error and result.content[0].text  # type: ignore[union-attr]
     assert "calling add" in notes
     assert len(person.asked) == 1 and (approved.structured_content or {})["status"] == "complete"
@@ -474,7 +502,7 @@ async def test_two_workers_on_postgresql_answer_mcp(database: str, tmp_path: Pat
                     again = await client.call_tool("helper", {"message": "again", "thread": _thread_of(added)})
                     wiped = await client.call_tool("guarded", {"message": "wipe it"})
             await transport.aclose()
-            assert tools == ["guarded", "helper", "invoicer", "slow"]
+            assert tools == ["guarded", "helper", "invoicer", "sentry", "slow"]
             assert not added.is_error and _thread_of(again) == _thread_of(added)
             calls = [pid for method, pid in transport.answered if method == "tools/call"]
             assert set(calls) == set(pids), transport.answered  # both workers answered calls

@@ -43,6 +43,7 @@ from ..exceptions import (
 )
 from ..records import Message, new_id
 from .auth import authenticate, require_thread
+from .doors.common import turn_failure
 from .errors import ApiError, JSONResponse, error_of, read_json
 from .openai_history import new_history, to_message
 from .openai_history import text_of as _text_of
@@ -160,41 +161,20 @@ def _finish(stop_reason: str | None, outcome: str | None) -> str:
 
 def _turn_error(outcome: str | None, stop_reason: str | None, error: str | None, payload: dict[str, Any] | None,
                 has_text: bool) -> ApiError | None:
-    """How a turn that did not answer is told to an OpenAI client (None: it answered).
-
-    The model's own failures keep their meaning: its 429 is a 429 with ``Retry-After``, an
-    endpoint that cannot be reached or fails is a 502 (503 when it said so, 504 on a
-    timeout). A guardrail is a 400 with its reason; a call waiting for approval is a 409
-    naming the approvals API; a usage limit is a 429 without a retry time."""
-    payload = payload or {}
-    if outcome == "model_error":
-        status = payload.get("status")
-        code = payload.get("code")
-        message = f"the agent's model failed: {error}"
-        if status == 429:
-            wait = payload.get("retryAfter")
-            headers = {"Retry-After": str(max(1, round(wait)))} if isinstance(wait, int | float) else None
-            return DoorError(429, message, "rate_limit_exceeded", headers=headers)
-        if code == "timeout" or status in (408, 504):
-            return DoorError(504, message, "model_timeout")
-        if status == 503:
-            return DoorError(503, message, "model_unavailable")
-        return DoorError(502, message, "model_error")
-    if outcome == "guardrail":
-        name, kind, info = payload.get("guardrail"), payload.get("kind"), payload.get("info")
-        reason = f": {info}" if info else ""
-        return DoorError(400, f"the {kind} guardrail {name!r} stopped the turn{reason}", "guardrail_tripped")
+    """How a turn that did not answer is told to an OpenAI client (None: it answered): the
+    doors' shared classification, plus what this door cannot carry on with (a call waiting
+    for approval is a 409 naming the approvals API; a cancelled turn is a 409)."""
     if outcome == "approval_required":
         return DoorError(409, "the agent is waiting for a tool call to be approved, which this door cannot do: "
                               "approve or deny it with GET/POST /api/threads/{id}/approvals (the thread is in "
                               "X-Thread-Id), then continue the thread", "approval_required")
-    if outcome == "usage_limit":
-        return DoorError(429, f"a usage limit stopped the turn: {error}", "usage_limit")
     if outcome == "cancelled" or stop_reason == "cancelled":
         return DoorError(409, f"the turn was cancelled before it answered{': ' + error if error else ''}", "cancelled")
-    if (stop_reason == "error" or outcome == "error") and not has_text:
-        return DoorError(502, f"the agent failed: {error}", "agent_error")
-    return None
+    failure = turn_failure(outcome, stop_reason, error, payload, has_text)
+    if failure is None:
+        return None
+    headers = None if failure.retry_after is None else {"Retry-After": str(max(1, round(failure.retry_after)))}
+    return DoorError(failure.status, failure.message, failure.code, headers=headers)
 
 
 def _sampling(body: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from ..auth import authenticate
 from ..errors import ApiError, JSONResponse
 from ..state import server_of
 from ..streams import turn_events
-from .common import DoorError, agent_description, open_thread, primary_agents
+from .common import DoorError, agent_description, open_thread, primary_agents, turn_failure
 
 if TYPE_CHECKING:
     from ...engine.runtime import Runtime
@@ -139,6 +139,10 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
                     [new_text_part(note), new_data_part({"approvals": calls})]))
             elif result.stop_reason == "cancelled":
                 await updater.cancel()
+            elif (failure := turn_failure(result.outcome, result.stop_reason, result.error, result.payload,
+                                          bool(result.text))) is not None:
+                await updater.failed(updater.new_agent_message(
+                    [new_text_part(failure.message), new_data_part({"code": failure.code, "status": failure.status})]))
             elif result.stop_reason == "error" or result.outcome == "error":
                 await updater.failed(updater.new_agent_message([new_text_part(result.error or "the agent failed")]))
             else:

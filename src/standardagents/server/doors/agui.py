@@ -35,7 +35,7 @@ from ..auth import authenticate
 from ..errors import ApiError, read_json
 from ..state import server_of
 from ..streams import sse_response, turn_events
-from .common import DoorError, Turn, open_thread, start_turn
+from .common import DoorError, Turn, open_thread, start_turn, turn_failure
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
@@ -95,9 +95,15 @@ def _status(done: dict[str, Any]) -> dict[str, Any]:
         return {"status": "waiting", "waitingFor": "approval"}
     if stop == "cancelled":
         return {"status": "cancelled"}
-    if stop == "error" or outcome in ("error", "model_error"):
+    if stop == "error" or _failure(done) is not None:
         return {"status": "failed"}
     return {"status": "complete"}
+
+
+def _failure(done: dict[str, Any]) -> Any:
+    """The shared classification of a finished run (a guardrail, a usage limit, a model that
+    failed, an answer that never matched the output type), from its ``done`` event."""
+    return turn_failure(done.get("outcome"), done.get("stopReason"), done.get("error"), done.get("payload"), False)
 
 
 class _Translator:
@@ -212,7 +218,10 @@ class _Translator:
         out.append(core.StateSnapshotEvent(snapshot=snapshot))
         stop, outcome = data.get("stopReason"), data.get("outcome")
         meta = {"executionId": data.get("executionId")}
-        if done is None or stop == "error" or outcome in ("error", "model_error"):
+        failure = _failure(data) if done is not None else None
+        if failure is not None:
+            out.append(core.RunErrorEvent(message=failure.message, code=failure.code, metadata=meta))
+        elif done is None or stop == "error":
             message = data.get("error") or (self.errors[-1] if self.errors else "the run ended without a result")
             out.append(core.RunErrorEvent(message=str(message), code=str(outcome or "error"), metadata=meta))
         elif outcome == "approval_required":

@@ -18,7 +18,17 @@ if TYPE_CHECKING:
     from ...engine.loop import ExecutionResult
     from ...engine.runtime import Runtime
 
-__all__ = ["DoorError", "Turn", "agent_description", "local_user", "open_thread", "primary_agents", "start_turn"]
+__all__ = [
+    "DoorError",
+    "Turn",
+    "TurnFailure",
+    "agent_description",
+    "local_user",
+    "open_thread",
+    "primary_agents",
+    "start_turn",
+    "turn_failure",
+]
 
 
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -31,6 +41,56 @@ class DoorError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+@dataclass(frozen=True)
+class TurnFailure:
+    """Why a finished turn gave the caller no answer, as every door reports it: an HTTP-like
+    ``status``, a stable ``code`` and a message; ``retry_after`` (seconds) when the model's
+    provider named one."""
+
+    status: int
+    code: str
+    message: str
+    retry_after: float | None = None
+
+
+def turn_failure(outcome: str | None, stop_reason: str | None, error: str | None,
+                 payload: dict[str, Any] | None, has_text: bool) -> TurnFailure | None:
+    """The failure a turn ended in, or None when it answered (or paused: approvals and client
+    tool calls are each door's own business, as is a cancelled turn).
+
+    One classification for every door, so a guardrail, a usage limit or a model that failed
+    is a failure over MCP, A2A and AG-UI exactly as over the OpenAI doors: the model's 429 stays
+    a 429, an unreachable or failing endpoint is a 502 (503 when it said so, 504 on a
+    timeout), a guardrail a 400 with its reason, a usage limit a 429 without a retry time, an
+    answer that never matched the agent's output type a 502."""
+    payload = payload or {}
+    if outcome == "model_error":
+        status, code = payload.get("status"), payload.get("code")
+        message = f"the agent's model failed: {error}"
+        if status == 429:
+            wait = payload.get("retryAfter")
+            return TurnFailure(429, "rate_limit_exceeded", message,
+                               float(wait) if isinstance(wait, int | float) else None)
+        if code == "timeout" or status in (408, 504):
+            return TurnFailure(504, "model_timeout", message)
+        if status == 503:
+            return TurnFailure(503, "model_unavailable", message)
+        return TurnFailure(502, "model_error", message)
+    if outcome == "guardrail":
+        name, kind, info = payload.get("guardrail"), payload.get("kind"), payload.get("info")
+        reason = f": {info}" if info else ""
+        return TurnFailure(400, "guardrail_tripped", f"the {kind} guardrail {name!r} stopped the turn{reason}")
+    if outcome == "usage_limit":
+        return TurnFailure(429, "usage_limit", f"a usage limit stopped the turn: {error}")
+    if outcome == "output_invalid":
+        return TurnFailure(502, "output_invalid", f"the agent's answer never matched its output type: {error}")
+    if outcome in ("approval_required", "client_tool_calls", "cancelled") or stop_reason == "cancelled":
+        return None
+    if (stop_reason == "error" or outcome == "error") and not has_text:
+        return TurnFailure(502, "agent_error", f"the agent failed: {error}")
+    return None
 
 
 async def primary_agents(rt: Runtime) -> list[tuple[str, AgentDefinition]]:

@@ -38,7 +38,14 @@ from ...store.base import UserRecord
 from ..auth import authenticate, can_access_thread
 from ..errors import ApiError, error_response
 from ..streams import turn_events
-from .common import DoorError, agent_description, open_thread, primary_agents, start_turn
+from .common import (
+    DoorError,
+    agent_description,
+    open_thread,
+    primary_agents,
+    start_turn,
+    turn_failure,
+)
 
 if TYPE_CHECKING:
     from ...engine.runtime import Runtime
@@ -79,9 +86,12 @@ _INPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def _error(message: str, thread: str | None = None) -> types.CallToolResult:
+def _error(message: str, thread: str | None = None, code: str | None = None) -> types.CallToolResult:
+    structured: dict[str, Any] = {"thread": thread, "status": "error", "error": message}
+    if code is not None:
+        structured["code"] = code
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True,
-                                structured_content={"thread": thread, "status": "error", "error": message})
+                                structured_content=structured)
 
 
 def _approval_text(thread_id: str, approvals: list[dict[str, Any]]) -> str:
@@ -205,8 +215,14 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
                                       "status": result.stop_reason, "outcome": result.outcome}
         if result.outcome == "approval_required":
             return await _waiting(thread.id, execution_id)
-        if result.outcome == "error" or result.stop_reason == "error" or result.outcome == "output_invalid":
-            return _error(f"the agent failed: {result.error or result.outcome}", thread.id)
+        failure = turn_failure(result.outcome, result.stop_reason, result.error, result.payload, bool(result.text))
+        if failure is not None:
+            return _error(failure.message, thread.id, failure.code)
+        if result.stop_reason == "cancelled":
+            return _error(f"the turn was cancelled before it answered{': ' + result.error if result.error else ''}",
+                          thread.id, "cancelled")
+        if result.outcome == "error" or result.stop_reason == "error":
+            return _error(f"the agent failed: {result.error or result.outcome}", thread.id, "agent_error")
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=result.text or ""),
                    types.TextContent(type="text", text=f"(thread {thread.id}: pass it as 'thread' to continue)")]
         typed = await _output_schema(rt, agent_name)
