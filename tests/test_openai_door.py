@@ -363,6 +363,27 @@ async def test_responses_continue_a_thread_by_previous_response_id(door: LiveSer
         ("system", "Be brief."), ("user", "My name is Ada."), ("assistant", "Hello Ada."), ("user", "What is my name?")]
 
 
+async def test_responses_refuse_to_change_the_history_of_a_thread_running_a_turn(
+        door: LiveServer, stub: OpenAIStub) -> None:
+    stub.queue("Hello.")
+    stub.queue(StubReply(text="a slow answer " * 40, chunk_size=4, stall_after_chunks=2, stall_seconds=10))
+    async with _async(door) as client:
+        first = await client.responses.create(model="helper", input="Hi.")
+        stream = await client.responses.create(model="helper", previous_response_id=first.id, input="Go on.",
+                                               stream=True)
+        async for _event in stream:  # the second turn is running once its first event arrived
+            break
+        with pytest.raises(openai.ConflictError, match="running a turn"):
+            await client.responses.create(model="helper", previous_response_id=first.id, input=[
+                {"role": "user", "content": "An aside."}, {"role": "assistant", "content": "Noted."},
+                {"role": "user", "content": "And?"}])
+        await stream.close()
+    async with httpx.AsyncClient(base_url=door.base_url, headers=door.headers) as c:
+        thread = (await c.get("/api/threads")).json()["threads"][0]["id"]
+        contents = [m["content"] for m in (await c.get(f"/api/threads/{thread}/messages")).json()["messages"]]
+    assert "An aside." not in contents and "Noted." not in contents
+
+
 def test_response_input_items_become_the_history(door: LiveServer, stub: OpenAIStub) -> None:
     stub.queue("It was 3.")
     with _sync(door) as client:

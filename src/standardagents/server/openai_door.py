@@ -41,7 +41,7 @@ from ..exceptions import (
     ThreadBusyError,
     UnstorableValueError,
 )
-from ..records import Message, new_id
+from ..records import Message, ThreadRecord, new_id
 from .auth import authenticate, require_thread
 from .doors.common import turn_failure
 from .errors import ApiError, JSONResponse, error_of, read_json
@@ -295,8 +295,12 @@ def _request_messages(messages: list[Any]) -> tuple[list[Message], str | None]:
     return [to_message("", m, i) for i, m in enumerate(messages[:-1])], user_text
 
 
-async def _store_history(request: Request, thread_id: str, earlier: list[Message], named: bool) -> None:
-    """Store the request's earlier messages the thread does not hold yet (see openai_history)."""
+async def store_history(request: Request, thread_id: str, earlier: list[Message], named: bool) -> None:
+    """Store the request's earlier messages the thread does not hold yet (see openai_history).
+
+    ``named``: the client continues a thread it named (or a stored response's): only the
+    messages the thread lacks are added, and none while a turn runs there (409), since the
+    running turn's history must not change under it."""
     rt = server_of(request).runtime
     if named:
         earlier = new_history(await rt.store.list_messages(thread_id), earlier)
@@ -308,6 +312,19 @@ async def _store_history(request: Request, thread_id: str, earlier: list[Message
     for message in earlier:
         message.thread_id = thread_id
     await rt.create_messages(await rt.state(thread_id), earlier)
+
+
+async def new_thread_with_history(request: Request, agent: str, user_id: str, earlier: list[Message]) -> ThreadRecord:
+    """A new thread of ``agent`` holding the request's earlier messages; a history that cannot
+    be stored leaves no thread behind."""
+    rt = server_of(request).runtime
+    thread = await rt.create_thread(agent, user_id=user_id, metadata={"source": "openai"})
+    try:
+        await store_history(request, thread.id, earlier, named=False)
+    except BaseException:
+        await rt.store.delete_thread(thread.id)
+        raise
+    return thread
 
 
 async def chat_completions(request: Request) -> Response:
@@ -351,14 +368,9 @@ async def chat_completions(request: Request) -> Response:
         if owner is None or rt.registry.find("agents", model) is not owner:
             name = rt.registry.public_name(owner) if owner is not None else thread.agent
             raise ApiError(422, f"thread {thread_id!r} belongs to agent {name!r}, not {model!r}")
-        await _store_history(request, thread.id, earlier, named=True)
+        await store_history(request, thread.id, earlier, named=True)
     else:
-        thread = await rt.create_thread(model, user_id=caller.id, metadata={"source": "openai"})
-        try:
-            await _store_history(request, thread.id, earlier, named=False)
-        except BaseException:
-            await rt.store.delete_thread(thread.id)
-            raise
+        thread = await new_thread_with_history(request, model, caller.id, earlier)
     cid = new_id("chatcmpl-")
     created = int(time.time())
     headers = {"X-Thread-Id": thread.id}

@@ -31,7 +31,7 @@ from ..engine.output import to_jsonable
 from ..records import new_id
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
-from .openai_history import new_history, text_of, to_message
+from .openai_history import text_of, to_message
 from .state import server_of
 from .streams import turn_events
 
@@ -178,6 +178,8 @@ async def create_response(request: Request) -> Response:
         _sampling,
         _turn_error,
         begin_turn,
+        new_thread_with_history,
+        store_history,
         tool_results,
     )
 
@@ -232,13 +234,9 @@ async def create_response(request: Request) -> Response:
         thread = await require_thread(request, kept_thread, caller)
         if rt.registry.find("agents", thread.agent, thread.package) is not rt.registry.find("agents", model):
             raise ApiError(422, f"response {previous!r} belongs to another agent than {model!r}")
-        earlier = new_history(await rt.store.list_messages(thread.id), earlier)
+        await store_history(request, thread.id, earlier, named=True)
     else:
-        thread = await rt.create_thread(model, user_id=caller.id, metadata={"source": "openai"})
-    if earlier:
-        for message in earlier:
-            message.thread_id = thread.id
-        await rt.create_messages(await rt.state(thread.id), earlier)
+        thread = await new_thread_with_history(request, model, caller.id, earlier)
     rid = new_id("resp_")
     item_id = new_id("msg_")
     created = int(time.time())
