@@ -1,0 +1,378 @@
+"""Starting and executing turns: a message claims its thread (or waits in the thread's
+inbox), one execution at a time runs per thread under an in-process lock, and every
+execution ends with exactly one ``done`` (also when it fails before its loop runs).
+Stopping a running turn, here or in another process, lives here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from .. import observability as observe
+from ..definitions import AgentDefinition, BusyPolicy
+from ..definitions.limits import UsageLimits
+from ..exceptions import ShuttingDownError, StandardAgentsError
+from ..records import ExecutionRecord, Message, ThreadRecord, new_id, now_ms
+from . import approvals, recovery, threadops
+from . import busy as busy_policy
+from . import client_tools as client_tools_mod
+from .client_tools import ClientTools
+from .compaction import place_summaries
+from .handover import HANDED_OVER
+from .loop import Execution, ExecutionResult
+from .options import STATE_KEY as OPTIONS_KEY
+from .options import TurnOptions
+from .state import ExecutionState, ThreadState
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+__all__ = ["ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "track"]
+
+log = logging.getLogger("standardagents.runtime")
+
+
+@contextlib.asynccontextmanager
+
+async def lock(rt: Runtime, thread_id: str) -> AsyncIterator[None]:
+    """Hold the thread's in-process lock. The lock lives only while an execution holds or
+    waits for it, so a long-lived process keeps no lock per thread it ever ran."""
+    lock = rt._locks.get(thread_id)
+    if lock is None:
+        lock = rt._locks[thread_id] = asyncio.Lock()
+    rt._lock_users[thread_id] = rt._lock_users.get(thread_id, 0) + 1
+    try:
+        async with lock:
+            yield
+    finally:
+        left = rt._lock_users.pop(thread_id) - 1
+        if left:
+            rt._lock_users[thread_id] = left
+        else:
+            rt._locks.pop(thread_id, None)
+
+
+async def start(rt: Runtime, thread_id: str, content: str | None = None, *, role: str = "user",
+                attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
+                side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
+                start_side: Literal["a", "b"] = "a", silent: bool = False,
+                execution_id: str | None = None, output_type: Any = None,
+                output_retries: int | None = None,
+                usage_limits: UsageLimits | dict[str, Any] | None = None,
+                busy: BusyPolicy | None = None,
+                sampling: dict[str, Any] | None = None,
+                client_tools: ClientTools | None = None) -> asyncio.Task[ExecutionResult]:
+    """Start (or queue behind the running one) an execution; returns its task.
+
+    ``execution_id`` lets a caller know the id before the execution starts (it is the
+    ``executionId`` of its events). ``busy`` says what the message does when the thread
+    runs a turn (the agent's ``busy`` when not given; see :mod:`.busy`): a refused one
+    raises ``ThreadBusyError``. ``sampling`` (``temperature``, ``top_p``, ``max_tokens``,
+    ``stop``, ``seed``) overrides the model's settings for this turn. ``client_tools`` are
+    tools the caller runs itself: a call of one pauses the turn until
+    :meth:`submit_tool_results` (see :mod:`.client_tools`)."""
+    if rt.draining:
+        raise ShuttingDownError()
+    options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
+                                sampling=sampling, client_tools=client_tools)
+    thread = await rt.get_thread(thread_id)
+    agent = await rt.agent(thread.agent, thread.package)
+    if client_tools is not None:
+        await rt.check_client_tools(agent, thread.package, client_tools)
+    message = None
+    if content is not None or parts or attachments:
+        message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
+                          attachments=list(attachments or []), side=side, metadata=dict(metadata or {}), silent=silent)
+    claimed = queued = False
+    policy = busy_policy.check_policy(busy or agent.busy)
+    if message is not None:
+        # Claim the thread now when it is free; when it is busy (here or in another
+        # process) the message is stored in the inbox before anything waits, so a crash
+        # or a shutdown meanwhile loses nothing and the caller need not wait for the turn.
+        if rt._pending.get(thread.id, 0) > 0:
+            queued = True
+        else:
+            claimed = await recovery.try_claim(rt, thread.id)
+            queued = not claimed
+        if queued and policy == "reject":
+            busy_policy.refuse(thread.id)
+        if queued:
+            execution_id = execution_id or new_id("exe_")
+            entry = {"owner": rt.owner, "queuedAt": now_ms(), "startSide": start_side,
+                     "executionId": execution_id, "message": message.to_dict()}
+            if options is not None:
+                entry[OPTIONS_KEY] = options.state  # the turn keeps them if another process runs it
+            await rt.store.set_env("inbox", thread.id, message.id, entry)
+            rt.bus.emit("message_queued", thread.id, {"executionId": execution_id, "messageId": message.id})
+            if policy in ("interrupt", "rollback"):
+                await busy_policy.preempt(rt, thread.id, rollback=policy == "rollback")
+    return track(rt, execute(rt, thread, agent, message, start_side, execution_id, queued=queued,
+                                     claimed=claimed, options=options), thread.id)
+
+
+def track(rt: Runtime, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
+    """Run an execution task, counted as pending on its thread until it ends."""
+    task: asyncio.Task[ExecutionResult] = asyncio.get_running_loop().create_task(coro)
+    rt._tasks.add(task)
+    rt._pending[thread_id] = rt._pending.get(thread_id, 0) + 1
+
+    def finished(t: asyncio.Task[ExecutionResult]) -> None:
+        rt._tasks.discard(t)
+        left = rt._pending.get(thread_id, 1) - 1
+        if left > 0:
+            rt._pending[thread_id] = left
+        else:
+            rt._pending.pop(thread_id, None)
+
+    task.add_done_callback(finished)
+    return task
+
+
+async def execute(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+                   start_side: Literal["a", "b"], execution_id: str | None = None,
+                   resume: ExecutionRecord | None = None, queued: bool = False,
+                   claimed: bool = False, options: TurnOptions | None = None) -> ExecutionResult:
+    async with lock(rt, thread.id):
+        if not claimed:
+            await recovery.claim_thread(rt, thread.id)
+        try:
+            if queued:
+                # the thread may have changed while the message waited: deleted, or handed
+                # to another agent (the new agent answers)
+                current = await rt.store.get_thread(thread.id)
+                if current is None:
+                    return await _drop_queued(rt, thread, message, execution_id)
+                entry = await rt.store.get_env("inbox", thread.id, message.id) if message is not None else {}
+                if not isinstance(entry, dict) or entry.get("owner", rt.owner) != rt.owner:
+                    # another process took the message over (it thought this one gone)
+                    # and delivers it: that delivery is the message's turn
+                    return ExecutionResult(thread.id, execution_id or "", "cancelled", "delivered_elsewhere")
+                if (current.agent, current.package) != (thread.agent, thread.package):
+                    agent = await rt.agent(current.agent, current.package)
+                thread = current
+            return await execute_locked(rt, thread, agent, message, start_side, execution_id, resume, queued,
+                                              options)
+        finally:
+            await recovery.release_thread(rt, thread.id)
+
+
+async def _drop_queued(rt: Runtime, thread: ThreadRecord, message: Message | None,
+                       execution_id: str | None) -> ExecutionResult:
+    """A queued message whose thread was deleted while it waited: nothing is written."""
+    execution_id = execution_id or new_id("exe_")
+    if message is not None:
+        await rt.store.delete_env("inbox", thread.id, message.id)
+    error = "the thread was deleted before this message's turn"
+    rt.bus.emit("done", thread.id, {"stopReason": "cancelled", "executionId": execution_id,
+                                      "outcome": "thread_deleted", "error": error})
+    return ExecutionResult(thread.id, execution_id, "cancelled", "thread_deleted", error=error)
+
+
+async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+                          start_side: Literal["a", "b"], execution_id: str | None,
+                          resume: ExecutionRecord | None, queued: bool,
+                          options: TurnOptions | None = None) -> ExecutionResult:
+    if resume is not None:
+        try:
+            return await approvals.resume(rt, thread, agent, resume, options)
+        except Exception as exc:
+            return await failed_before_run(rt, thread, resume, message, queued, exc)
+    record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": rt.owner})
+    if options is not None:
+        record.state[OPTIONS_KEY] = options.state  # kept for a resume after a crash
+    if execution_id:
+        record.id = execution_id
+    ex = ExecutionState(id=record.id, side=start_side, queued_tools=rt._queued_first.pop(record.id, []))
+    state = ThreadState(rt, thread, agent, thread.package, ex)
+    execution = Execution(rt, state, agent, record)
+    if options is not None:
+        options.apply(execution)
+    task = asyncio.current_task()
+    assert task is not None
+    rt._running[thread.id] = task
+    rt._executions[thread.id] = execution
+    recovery.beat(rt)
+    try:
+        ex.message_history = place_summaries(await rt.store.list_messages(thread.id))
+        if message is not None and ex.message_history and ex.message_history[-1].role == "tool":
+            # a turn left waiting for client tool results, answered through the history
+            # with a new message: the conversation moved on, the wait lapses
+            for waiting in await rt.store.list_executions(thread_id=thread.id, status="waiting"):
+                if waiting.state.get("waitingFor") == client_tools_mod.WAITING_FOR:
+                    waiting.status = waiting.stop_reason = "cancelled"
+                    waiting.updated_at = now_ms()
+                    await rt.store.save_execution(waiting)
+        if _has_unanswered_calls(ex.message_history):
+            for waiting in await rt.store.list_executions(thread_id=thread.id, status="waiting"):
+                # a new message moves the conversation on: pending approvals lapse
+                waiting.status = "cancelled"
+                waiting.stop_reason = "cancelled"
+                waiting.updated_at = now_ms()
+                await rt.store.save_execution(waiting)
+            await threadops.repair_transcript(rt, state, reason="the call was not approved before the conversation moved on"
+                                         if message is not None else "no result was recorded for this call")
+        if message is not None:
+            setup = await rt.setups.side_setup(agent, start_side, thread.package)
+            state._hooks = setup.hooks
+            stored = await threadops.create_messages(rt, state, [message], execution=record, hooks=setup.hooks)
+            execution.user_message = stored[0]
+            state._hooks = None
+            if queued:
+                await rt.store.delete_env("inbox", thread.id, message.id)
+        else:
+            await rt.store.save_execution(record)
+        rt.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
+    except asyncio.CancelledError:
+        rt._running.pop(thread.id, None)
+        rt._executions.pop(thread.id, None)
+        raise
+    except Exception as exc:  # any failure before the loop (a definition, a lazy import, the store)
+        rt._running.pop(thread.id, None)
+        rt._executions.pop(thread.id, None)
+        return await failed_before_run(rt, thread, record, message, queued, exc)
+    try:
+        result = await observe.run_execution(execution)
+    finally:
+        rt._running.pop(thread.id, None)
+        rt._executions.pop(thread.id, None)
+    if record.id in rt._roll_back:
+        rt._roll_back.discard(record.id)
+        if result.stop_reason == "cancelled":  # still holding the thread: nothing runs meanwhile
+            await asyncio.shield(busy_policy.roll_back(rt, state))
+    if ex.queued_tools and result.stop_reason == "complete":
+        # queued after the turn's last step: they start the next execution, not vanish
+        follow_up = new_id("exe_")
+        rt._queued_first[follow_up], ex.queued_tools = ex.queued_tools, []
+        await start(rt, thread.id, execution_id=follow_up)
+    if rt.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
+        task = asyncio.get_running_loop().create_task(_title(rt, thread, agent, message, result.text))
+        rt._background.add(task)
+        task.add_done_callback(rt._background.discard)
+    return result
+
+
+async def failed_before_run(rt: Runtime, thread: ThreadRecord, record: ExecutionRecord, message: Message | None,
+                             queued: bool, exc: Exception) -> ExecutionResult:
+    """End an execution that failed before its loop ran: the record settled as an error
+    and exactly one ``done``, so no client or heartbeat thinks it still runs."""
+    error = str(exc) if isinstance(exc, StandardAgentsError) else f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, StandardAgentsError):
+        log.exception("execution %s of thread %s failed before it started", record.id, thread.id)
+    rt._running.pop(thread.id, None)
+    rt._executions.pop(thread.id, None)
+    record.status = record.stop_reason = "error"
+    record.error = error
+    record.updated_at = now_ms()
+    try:
+        await asyncio.shield(rt.store.save_execution(record))
+        if queued and message is not None:
+            # it would fail the same way after a restart: the error is its answer
+            await asyncio.shield(rt.store.delete_env("inbox", thread.id, message.id))
+    except Exception:
+        log.exception("could not settle execution %s", record.id)
+    rt.bus.emit("error", thread.id, {"message": error, "code": "error"})
+    rt.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": error})
+    return ExecutionResult(thread.id, record.id, "error", "error", error=error)
+
+
+async def _title(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message, reply: str | None) -> None:
+    """Give an untitled thread a short title written by its agent's model (a side task)."""
+    from ..toolcalls import ask
+
+    try:
+        setup = await rt.setups.side_setup(agent, "a", thread.package)
+        prompt = f"User: {(message.content or '')[:2000]}\nAssistant: {(reply or '')[:2000]}"
+        text = await ask(rt.setups.provider_for(setup.model), setup.model.model, prompt, max_tokens=24,
+                         system="Write a title of at most six words for this conversation. Reply with the title only.")
+        title = " ".join(text.strip().strip('"\'').split())[:80]
+        if not title:
+            return
+        fresh = await rt.store.get_thread(thread.id)
+        if fresh is None or fresh.title:
+            return
+        updated = await rt.store.update_thread(thread.id, title=title)
+        thread.title = title
+        rt.bus.emit("thread_updated", thread.id, {"thread": updated.to_dict()})
+    except Exception:
+        log.warning("could not title thread %s", thread.id, exc_info=True)
+
+
+async def stop(rt: Runtime, thread_id: str, *, timeout: float = 10.0,  # noqa: ASYNC109 - a bounded wait
+               rollback: bool = False) -> bool:
+    """Cancel the running execution of a thread, here or in another process sharing the
+    store; True when one was running and has ended.
+
+    Another process is asked through the event bus (carried between workers by the
+    PostgreSQL relay) and this waits up to ``timeout`` seconds for its ``done``."""
+    task = rt._running.get(thread_id)
+    if task is not None:
+        task.cancel()
+        # asyncio.wait, not await: a cancellation of the caller stays the caller's
+        await ended({task})
+        return True
+    holder = await rt.store.get_env("lock", "", thread_id)
+    owner = holder.get("owner") if isinstance(holder, dict) else None
+    if owner is None or owner == rt.owner:
+        return False
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with rt.bus.subscribe(thread_id) as sub:
+        rt.bus.emit("stop_requested", thread_id, {"owner": owner, "rollback": rollback})
+        # ended once that process no longer holds the thread (its claim goes right after
+        # its ``done``); the thread's events wake this up, a slow poll covers their absence
+        while (left := deadline - loop.time()) > 0:
+            holder = await rt.store.get_env("lock", "", thread_id)
+            if not (isinstance(holder, dict) and holder.get("owner") == owner):
+                return True
+            with contextlib.suppress(TimeoutError):
+                await sub.get(timeout=min(left, 0.25))
+    return False
+
+
+def on_bus_event(rt: Runtime, event: Any) -> None:
+    """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a
+    thread this process runs cancels that execution; turns another process handed over
+    while shutting down are looked for (and resumed here) at once."""
+    if event.type == HANDED_OVER and not event.local and not rt.draining and not rt._closed:
+        recovering = asyncio.get_running_loop().create_task(_recover_soon(rt))
+        rt._background.add(recovering)
+        recovering.add_done_callback(rt._background.discard)
+        return
+    if event.type == "stop_requested" and event.data.get("owner") == rt.owner:
+        if event.data.get("rollback"):
+            busy_policy.mark_rollback(rt, event.thread_id)
+        task = rt._running.get(event.thread_id)
+        if task is not None:
+            task.cancel()
+
+
+async def _recover_soon(rt: Runtime) -> None:
+    try:
+        await rt.recover()
+    except Exception:
+        log.warning("could not take over the turns another worker handed over", exc_info=True)
+
+
+async def ended(tasks: set[asyncio.Task[Any]]) -> None:
+    """Wait until tasks have ended without passing the caller's cancellation on to them, and
+    consume their outcomes."""
+    if tasks:
+        await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()
+
+
+def _has_unanswered_calls(history: list[Message]) -> bool:
+    """Whether some tool call in the history has no result (after a crash or a cancel)."""
+    pending: set[str] = set()
+    for m in history:
+        if m.role == "assistant" and m.tool_calls:
+            pending.update(c.id for c in m.tool_calls)
+        elif m.role == "tool" and m.tool_call_id:
+            pending.discard(m.tool_call_id)
+    return bool(pending)
