@@ -550,7 +550,7 @@ async def test_runtime_view_lists_agents_with_prompt_tools_and_model_for_admins_
     r = await client.get(f"{API}/runtime", headers=actors.auth("root"))
     assert r.status_code == 200
     body = r.json()
-    assert set(body) == {"agents", "running", "approvals", "effects", "errors"}
+    assert set(body) == {"agents", "models", "traceUrl", "running", "approvals", "effects", "errors"}
     helper = next(a for a in body["agents"] if a["name"] == "helper")
     [side] = helper["sides"]
     assert side["prompt"] == {"name": "helper_prompt", "text": "You add numbers."}

@@ -482,6 +482,24 @@ def _check_log_format(value: str) -> None:
         raise typer.BadParameter(f"{value!r} is not a log format: use text or json", param_hint="--log-format")
 
 
+TraceUrlOpt = Annotated[str | None, typer.Option(
+    "--trace-url",
+    help="Link each turn's trace id in the web app's inspector, e.g. http://localhost:16686/trace/{trace_id} "
+         "(sets STANDARDAGENTS_TRACE_URL).")]
+
+
+def _set_trace_url(template: str | None) -> None:
+    """Hand the trace link template to the server (and its workers) through the environment."""
+    if template is None:
+        return
+    from .server.traces import TRACE_URL_ENV, check_template
+
+    problem = check_template(template)
+    if problem is not None:
+        raise typer.BadParameter(f"{template!r}: {problem}", param_hint="--trace-url")
+    os.environ[TRACE_URL_ENV] = template
+
+
 @app.command()
 def serve(
     project: ProjectArg,
@@ -497,12 +515,14 @@ def serve(
     graceful_timeout: Annotated[float, typer.Option(
         "--graceful-timeout", min=0,
         help="Seconds running turns get to finish after SIGTERM; the rest are handed over to another worker.")] = 30.0,
+    trace_url: TraceUrlOpt = None,
 ) -> None:
     """Serve the project: REST API, live streams, its endpoints and the web chat."""
     from .server import run_server
 
     if titles:
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
+    _set_trace_url(trace_url)
     _check_log_format(log_format)
     _guard(lambda: _preflight(project, database_url))
     if workers > 1:
@@ -520,12 +540,14 @@ def dev(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     database_url: DbOpt = None,
     log_format: LogFormatOpt = "text",
+    trace_url: TraceUrlOpt = None,
 ) -> None:
     """Serve for local development: a local user is implied and every saved change to the
     project (endpoints too) is served at once; a broken file is reported with its line while
     the last good version keeps answering."""
     from .server import run_server
 
+    _set_trace_url(trace_url)
     _check_log_format(log_format)
     _guard(lambda: _preflight(project, database_url))
     _check_port(host, port)

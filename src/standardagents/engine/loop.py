@@ -64,6 +64,7 @@ from .steps import StepProbe
 from .tools import ToolOutcome, run_tool_call
 
 if TYPE_CHECKING:
+    from .overrides import SideOverride
     from .runtime import Runtime, SideSetup
 
 __all__ = ["Execution", "ExecutionResult"]
@@ -168,6 +169,8 @@ class Execution:
         self._meter: UsageMeter | None = None
         #: the call's own options, kept with the record so a resumed turn has them again
         self.options: TurnOptions | None = None
+        #: a model and/or system prompt in place of one side's, for this turn only
+        self.override: SideOverride | None = None
         #: USD spent so far (None until a call with a known price)
         self.cost: float | None = None
         self._call_cost: float | None = None
@@ -373,6 +376,8 @@ class Execution:
     async def _run_turn(self, side: Literal["a", "b"], cfg: SideConfig) -> None:
         ex = self.ex
         setup = await self.rt.side_setup(self.agent, side, self.state.namespace)
+        if self.override is not None:
+            setup = await self._overridden(side, setup)
         if setup.ondemand and self._carried is None:
             carried = await self.state.get_env(CARRIED_KEY, [])
             self._carried = [n for n in carried if n in setup.toolbox.tools] if isinstance(carried, list) else []
@@ -395,7 +400,8 @@ class Execution:
             ex.side_steps[side] += 1
             observe.step()
             if setup.mcp_generation is not None:
-                setup = await self.rt.current_setup(setup)
+                fresh = await self.rt.current_setup(setup)
+                setup = setup if fresh is setup else await self._overridden(side, fresh)
             if ex.queued_tools:
                 await self._run_queued(side, setup)
             ends_turn = cfg.stop_on_response and not self.dual
@@ -447,6 +453,13 @@ class Execution:
         return True
 
     # guardrails -----------------------------------------------------------------------------
+    async def _overridden(self, side: Literal["a", "b"], setup: SideSetup) -> SideSetup:
+        """``setup`` as this turn's override changes it (when it is for ``side``)."""
+        override = self.override
+        if override is None or override.side != side:
+            return setup
+        return await override.setup(self.rt.registry, setup)
+
     async def _input_guardrails(self) -> None:
         message = self.user_message
         if message is None or not message.content:

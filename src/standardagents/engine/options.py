@@ -19,6 +19,7 @@ from ..definitions.limits import UsageLimits, usage_limits
 from ..exceptions import StandardAgentsError
 from .client_tools import ClientTools
 from .output import OutputSpec, output_spec, spec_from_state
+from .overrides import SideOverride
 
 if TYPE_CHECKING:
     from .loop import Execution
@@ -31,26 +32,29 @@ STATE_KEY = "options"
 
 @dataclass(frozen=True)
 class TurnOptions:
-    """A call's own output type, retry budget, usage limits, sampling and client tools."""
+    """A call's own output type, retry budget, usage limits, sampling, client tools and
+    side override (model, system prompt)."""
 
     output: OutputSpec | None = None
     output_retries: int | None = None
     usage_limits: UsageLimits | None = None
     sampling: dict[str, Any] | None = None
     client_tools: ClientTools | None = None
+    override: SideOverride | None = None
 
     @classmethod
     def build(cls, *, output_type: Any = None, output_retries: int | None = None,
               usage_limits: UsageLimits | dict[str, Any] | None = None,
               sampling: dict[str, Any] | None = None,
-              client_tools: ClientTools | None = None) -> TurnOptions | None:
+              client_tools: ClientTools | None = None,
+              override: SideOverride | None = None) -> TurnOptions | None:
         if output_retries is not None and (not isinstance(output_retries, int) or output_retries < 0):
             raise StandardAgentsError(f"output_retries must be a whole number of at least 0, not {output_retries!r}")
         if output_type is None and output_retries is None and usage_limits is None and not sampling \
-                and client_tools is None:
+                and client_tools is None and override is None:
             return None
         return cls(output_spec(output_type) if output_type is not None else None, output_retries,
-                   _limits(usage_limits), _sampling(sampling), client_tools)
+                   _limits(usage_limits), _sampling(sampling), client_tools, override)
 
     @cached_property
     def state(self) -> dict[str, Any]:
@@ -66,6 +70,8 @@ class TurnOptions:
             kept["sampling"] = self.sampling
         if self.client_tools is not None:
             kept["clientTools"] = self.client_tools.to_state()
+        if self.override is not None:
+            kept["override"] = self.override.to_state()
         return kept
 
     @classmethod
@@ -84,9 +90,11 @@ class TurnOptions:
             limits = None
         sampling = kept.get("sampling") if isinstance(kept.get("sampling"), dict) else None
         client = ClientTools.from_state(kept.get("clientTools"))
-        if output is None and retries is None and limits is None and not sampling and client is None:
+        override = SideOverride.from_state(kept.get("override"))
+        if output is None and retries is None and limits is None and not sampling and client is None \
+                and override is None:
             return None
-        options = cls(output, retries, limits, sampling or None, client)
+        options = cls(output, retries, limits, sampling or None, client, override)
         options.__dict__["state"] = kept  # already JSON: written back as it was read
         return options
 
@@ -97,7 +105,7 @@ class TurnOptions:
         return TurnOptions(self.output or base.output,
                            self.output_retries if self.output_retries is not None else base.output_retries,
                            self.usage_limits or base.usage_limits, self.sampling or base.sampling,
-                           self.client_tools or base.client_tools)
+                           self.client_tools or base.client_tools, self.override or base.override)
 
     def apply(self, execution: Execution) -> None:
         execution.output_override = self.output
@@ -107,6 +115,8 @@ class TurnOptions:
             execution.sampling = dict(self.sampling)
         if self.client_tools is not None:
             execution.client_tools = self.client_tools
+        if self.override is not None:
+            execution.override = self.override
         execution.options = self
 
 

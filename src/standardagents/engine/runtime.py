@@ -347,7 +347,8 @@ class Runtime:
                    side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
                    start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: type[_T],
                    output_retries: int | None = ...,
-                   usage_limits: UsageLimits | dict[str, Any] | None = ...) -> ExecutionResult[_T]: ...
+                   usage_limits: UsageLimits | dict[str, Any] | None = ...,
+                   model: str | None = ..., system: str | None = ...) -> ExecutionResult[_T]: ...
 
     @overload
     async def send(self, thread_id: str, content: str | None = None, *, role: str = ...,
@@ -355,22 +356,25 @@ class Runtime:
                    side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
                    start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: Any = ...,
                    output_retries: int | None = ...,
-                   usage_limits: UsageLimits | dict[str, Any] | None = ...) -> ExecutionResult[Any]: ...
+                   usage_limits: UsageLimits | dict[str, Any] | None = ...,
+                   model: str | None = ..., system: str | None = ...) -> ExecutionResult[Any]: ...
 
     async def send(self, thread_id: str, content: str | None = None, *, role: str = "user",
                    attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
                    side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
                    start_side: Literal["a", "b"] = "a", silent: bool = False, output_type: Any = None,
                    output_retries: int | None = None,
-                   usage_limits: UsageLimits | dict[str, Any] | None = None) -> ExecutionResult[Any]:
+                   usage_limits: UsageLimits | dict[str, Any] | None = None,
+                   model: str | None = None, system: str | None = None) -> ExecutionResult[Any]:
         """Store a message and run the agent until its turn ends; returns how it ended.
 
         ``output_type`` makes the turn's final answer a validated value of that type
         (``result.value``), overriding the prompt's own; ``usage_limits`` caps what the turn
-        may spend (its fields override the agent's)."""
+        may spend (its fields override the agent's); ``model`` and ``system`` replace the
+        starting side's model and system prompt for this turn (see :meth:`start`)."""
         task = await self.start(thread_id, content, role=role, attachments=attachments, parts=parts, side=side,
                                 metadata=metadata, start_side=start_side, silent=silent, output_type=output_type,
-                                output_retries=output_retries, usage_limits=usage_limits)
+                                output_retries=output_retries, usage_limits=usage_limits, model=model, system=system)
         return await task
 
     async def start(self, thread_id: str, content: str | None = None, *, role: str = "user",
@@ -382,7 +386,8 @@ class Runtime:
                     usage_limits: UsageLimits | dict[str, Any] | None = None,
                     busy: BusyPolicy | None = None,
                     sampling: dict[str, Any] | None = None,
-                    client_tools: ClientTools | None = None) -> asyncio.Task[ExecutionResult]:
+                    client_tools: ClientTools | None = None,
+                    model: str | None = None, system: str | None = None) -> asyncio.Task[ExecutionResult]:
         """Start (or queue behind the running one) an execution; returns its task.
 
         ``execution_id`` lets a caller know the id before the execution starts (it is the
@@ -391,11 +396,15 @@ class Runtime:
         raises ``ThreadBusyError``. ``sampling`` (``temperature``, ``top_p``, ``max_tokens``,
         ``stop``, ``seed``) overrides the model's settings for this turn. ``client_tools`` are
         tools the caller runs itself: a call of one pauses the turn until
-        :meth:`submit_tool_results` (see :mod:`.client_tools`)."""
+        :meth:`submit_tool_results` (see :mod:`.client_tools`). ``model`` (a model definition's
+        name) and ``system`` (the whole system prompt text) take the place of ``start_side``'s
+        for this turn only: the definitions and other turns are unchanged, a resumed turn keeps
+        them, and the step records name the model called. An unknown model raises
+        ``NotFoundError`` before anything is stored."""
         return await turns.start(self, thread_id, content, role=role, attachments=attachments, parts=parts, side=side,
                                  metadata=metadata, start_side=start_side, silent=silent, execution_id=execution_id,
                                  output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
-                                 busy=busy, sampling=sampling, client_tools=client_tools)
+                                 busy=busy, sampling=sampling, client_tools=client_tools, model=model, system=system)
 
     def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
         """Run an execution task, counted as pending on its thread until it ends."""

@@ -163,6 +163,8 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
     detail["compactions"] = compactions
     detail["subagents"] = started
     state = record.state or {}
+    options = state.get("options")
+    detail["override"] = options.get("override") if isinstance(options, dict) else None
     decided = state.get("decisions") or {}
     detail["waitingForApproval"] = [
         {"id": p.get("id"), "name": p.get("name"), "arguments": p.get("arguments")}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .. import observability as observe
 from ..definitions import AgentDefinition, BusyPolicy
 from ..definitions.limits import UsageLimits
-from ..exceptions import ShuttingDownError, StandardAgentsError
+from ..exceptions import NotFoundError, ShuttingDownError, StandardAgentsError
 from ..records import ExecutionRecord, Message, ThreadRecord, new_id, now_ms
 from . import approvals, recovery, threadops
 from . import busy as busy_policy
@@ -26,6 +26,7 @@ from .handover import HANDED_OVER
 from .loop import Execution, ExecutionResult
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
+from .overrides import SideOverride
 from .state import ExecutionState, ThreadState
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ async def start(rt: Runtime, thread_id: str, content: str | None = None, *, role
                 usage_limits: UsageLimits | dict[str, Any] | None = None,
                 busy: BusyPolicy | None = None,
                 sampling: dict[str, Any] | None = None,
-                client_tools: ClientTools | None = None) -> asyncio.Task[ExecutionResult]:
+                client_tools: ClientTools | None = None,
+                model: str | None = None, system: str | None = None) -> asyncio.Task[ExecutionResult]:
     """Start (or queue behind the running one) an execution; returns its task.
 
     ``execution_id`` lets a caller know the id before the execution starts (it is the
@@ -74,12 +76,16 @@ async def start(rt: Runtime, thread_id: str, content: str | None = None, *, role
     raises ``ThreadBusyError``. ``sampling`` (``temperature``, ``top_p``, ``max_tokens``,
     ``stop``, ``seed``) overrides the model's settings for this turn. ``client_tools`` are
     tools the caller runs itself: a call of one pauses the turn until
-    :meth:`submit_tool_results` (see :mod:`.client_tools`)."""
+    :meth:`submit_tool_results` (see :mod:`.client_tools`). ``model`` and ``system`` take the
+    place of ``start_side``'s model and system prompt for this turn (see :mod:`.overrides`)."""
     if rt.draining:
         raise ShuttingDownError()
+    override = None if model is None and system is None else SideOverride(start_side, model, system)
     options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
-                                sampling=sampling, client_tools=client_tools)
+                                sampling=sampling, client_tools=client_tools, override=override)
     thread = await rt.get_thread(thread_id)
+    if model is not None and not rt.registry.has("models", model, thread.package):
+        raise NotFoundError("model", model)
     agent = await rt.agent(thread.agent, thread.package)
     if client_tools is not None:
         await rt.check_client_tools(agent, thread.package, client_tools)

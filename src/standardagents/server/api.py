@@ -32,6 +32,7 @@ from .auth import authenticate, caller_dict, require_thread
 from .errors import ApiError, JSONResponse, read_json
 from .forks import fork_thread, rename_thread
 from .openapi import openapi_document
+from .reruns import rerun_step
 from .runtime_view import runtime_view
 from .state import server_of
 from .streams import (
@@ -43,6 +44,7 @@ from .streams import (
     user_stream,
     user_ws,
 )
+from .traces import trace_link
 
 __all__ = ["WORKER_HEADER", "WorkerHeaderMiddleware", "api_routes", "file_dict", "thread_dict"]
 
@@ -213,7 +215,8 @@ async def list_subagents(request: Request) -> Response:
 async def get_execution(request: Request) -> Response:
     """``GET /api/executions/{id}``: one execution with its steps (model calls with the tool
     calls they asked for), usage, cost, timings and trace id; readable by whoever may read
-    its thread."""
+    its thread. ``traceUrl`` links the trace id to the tracing UI when a template is set
+    (:mod:`.traces`)."""
     caller = await authenticate(request)
     execution_id = request.path_params["execution_id"]
     store = server_of(request).runtime.store
@@ -222,7 +225,9 @@ async def get_execution(request: Request) -> Response:
     if record is None:
         raise ApiError(404, f"unknown execution {execution_id!r}")
     await require_thread(request, record.thread_id, caller)
-    return JSONResponse(await load_execution(store, record))
+    detail = await load_execution(store, record)
+    detail["traceUrl"] = trace_link(detail.get("traceId"))
+    return JSONResponse(detail)
 
 
 _USAGE_GROUPS = ("agent", "model", "user", "day")
@@ -665,6 +670,7 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{t}/executions", list_executions, methods=["GET"]),
         Route(f"{t}/subagents", list_subagents, methods=["GET"]),
         Route(f"{p}/executions/{{execution_id}}", get_execution, methods=["GET"]),
+        Route(f"{p}/executions/{{execution_id}}/steps/{{n:int}}/rerun", rerun_step, methods=["POST"]),
         Route(f"{p}/usage", usage_summary, methods=["GET"]),
         Route(f"{p}/runtime", runtime_view, methods=["GET"]),
         Route(f"{t}/messages", send_message, methods=["POST"]),

@@ -12,12 +12,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..records import Message, new_id
+from ..records import Message, ThreadRecord, new_id
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
 from .state import server_of
 
-__all__ = ["fork_thread", "rename_thread"]
+__all__ = ["branch", "fork_thread", "rename_thread"]
 
 _MAX_TITLE = 200
 
@@ -68,19 +68,26 @@ async def fork_thread(request: Request) -> Response:
     if cut is None:
         raise ApiError(422, f"thread {source.id} has no message {message_id!r}")
     _check_whole_steps(history, cut)
-    fork = await rt.create_thread(source.agent, user_id=caller.id, namespace=source.package,
-                                  title=title or f"{source.title or source.agent} (fork)",
-                                  metadata={**source.metadata, "forkedFrom": {"threadId": source.id,
-                                                                              "messageId": message_id}})
-    copies = [_copy(m, fork.id) for m in history[: cut + 1]]
-    try:
-        await rt.store.commit_step(messages=copies)
-    except BaseException:
-        # nothing half-written: a fork without its history is removed
-        await rt.store.delete_thread(fork.id)
-        raise
+    fork = await branch(rt, source, history[: cut + 1], user_id=caller.id,
+                        title=title or f"{source.title or source.agent} (fork)",
+                        metadata={"forkedFrom": {"threadId": source.id, "messageId": message_id}})
     return JSONResponse(thread_dict(fork, False), status_code=201,
                         headers={"Location": f"{server_of(request).prefix}/threads/{fork.id}"})
+
+
+async def branch(rt: Any, source: ThreadRecord, kept: list[Message], *, user_id: str, title: str,
+                 metadata: dict[str, Any]) -> ThreadRecord:
+    """A new thread of ``source``'s agent, owned by ``user_id``, holding copies of ``kept``
+    (written in one commit; a thread whose copies could not be written is removed)."""
+    fork = await rt.create_thread(source.agent, user_id=user_id, namespace=source.package, title=title,
+                                  metadata={**{k: v for k, v in source.metadata.items() if k != "rerunOf"}, **metadata})
+    if kept:
+        try:
+            await rt.store.commit_step(messages=[_copy(m, fork.id) for m in kept])
+        except BaseException:
+            await rt.store.delete_thread(fork.id)
+            raise
+    return fork
 
 
 def _check_whole_steps(history: list[Message], cut: int) -> None:

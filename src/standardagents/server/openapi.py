@@ -127,6 +127,17 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             "One execution: its steps (model calls with their tool calls), usage, cost, timings and trace id",
             params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}],
             errors=thread_op)},
+        f"{p}/executions/{{execution_id}}/steps/{{n}}/rerun": {"post": _op(
+            "Re-run step n (its index in the execution) as a new branch: a new thread, owned by the caller, with "
+            "copies of the messages that step was sent, whose next turn runs with the given model and/or system "
+            "prompt in place of the side's; the original thread is unchanged. 201 with the new thread and the "
+            "turn's execution id (with wait=true, once the turn ended, with its result)",
+            params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},
+                    _flag("wait")],
+            ok={"201": json_}, errors=(*thread_op, 422),
+            body={"type": "object", "properties": {"model": {"type": "string", "minLength": 1},
+                                                   "system": {"type": "string"}}})},
         f"{p}/runtime": {"get": _op("The runtime view (admins): agents with their sides' prompts, models, tools "
                                     "(with origins) and hooks; running executions, calls waiting for approval, "
                                     "pending effects and recent failed executions", tag="runtime", errors=(403,))},

@@ -1,6 +1,6 @@
 """``GET /api/runtime``: what the runtime is made of and doing, in one read-only answer for
 the web app's runtime view: each agent's sides with their prompt, model, tools (and where
-each tool comes from) and hooks; running executions, calls waiting for approval, pending
+each tool comes from) and hooks; the model definitions; the trace link template; running executions, calls waiting for approval, pending
 scheduled effects and the latest failed executions.
 
 Admins only (``dev`` serves a local admin): it shows every user's threads and the prompts'
@@ -18,6 +18,7 @@ from ..toolsets import describe_origin
 from .auth import authenticate
 from .errors import ApiError, JSONResponse
 from .state import server_of
+from .traces import trace_template
 
 #: how many failed executions the view lists, newest first
 RECENT_ERRORS = 20
@@ -68,6 +69,22 @@ async def _agents(rt: Any) -> list[dict[str, Any]]:
     return out
 
 
+async def _models(rt: Any) -> list[dict[str, Any]]:
+    """Every model definition a turn may be re-run with, by the name a request gives (a
+    package's own as ``package/name``: only that package's agents may use them)."""
+    out = []
+    for entry in rt.registry.all_entries("models"):
+        name = entry.name if entry.package is None else f"{entry.package}/{entry.name}"
+        try:
+            model = await rt.registry.aget("models", name, entry.package)
+        except Exception as exc:  # a broken definition is shown, not hidden behind a 500
+            out.append({"name": name, "package": entry.package, "error": str(exc)})
+            continue
+        out.append({"name": name, "provider": model.provider, "model": model.model, "package": entry.package})
+    out.sort(key=lambda m: m["name"])
+    return out
+
+
 def _execution(record: Any) -> dict[str, Any]:
     return {"id": record.id, "threadId": record.thread_id, "status": record.status, "side": record.side,
             "steps": record.step_count, "error": record.error, "createdAt": record.created_at,
@@ -93,6 +110,8 @@ async def runtime_view(request: Request) -> Response:
 
     return JSONResponse({
         "agents": await _agents(rt),
+        "models": await _models(rt),
+        "traceUrl": trace_template(),
         "running": [_execution(r) for r in running],
         "approvals": approvals,
         "effects": [effect_dict(e) for e in effects],

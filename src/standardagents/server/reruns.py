@@ -1,0 +1,87 @@
+"""Re-running one step of a turn with another model or system prompt, as a new branch.
+
+``POST .../executions/{id}/steps/{n}/rerun`` copies the messages step ``n`` was sent into a new
+thread (a fork: the original thread is never changed) and runs that thread's next turn with
+the chosen model and/or system prompt in place of the side's, so the two answers can be read
+side by side. The new thread's ``rerunOf`` metadata points back at the step it re-ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..engine.overrides import MAX_SYSTEM
+from ..engine.steps import execution_detail
+from ..records import new_id
+from ..store.checks import check_text
+from .auth import authenticate, require_thread
+from .errors import ApiError, JSONResponse, read_json
+from .forks import branch
+from .state import server_of
+
+__all__ = ["rerun_step"]
+
+
+def _fields(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    model, system = body.get("model"), body.get("system")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ApiError(422, "field 'model' must be the name of a model definition")
+    if system is not None and not isinstance(system, str):
+        raise ApiError(422, "field 'system' must be the system prompt's text")
+    if system is not None and len(system) > MAX_SYSTEM:
+        raise ApiError(422, f"field 'system' is at most {MAX_SYSTEM} characters (got {len(system)})")
+    return (model.strip() if model is not None else None), system
+
+
+async def rerun_step(request: Request) -> Response:
+    """``{"model"?, "system"?}`` → 201 with the new ``thread`` and its turn's ``executionId``;
+    the turn runs on (follow the thread's stream), or has ended with ``?wait=true`` (then
+    ``result`` is how). 404: no such execution or step; 422: an unknown model or bad field;
+    403: a caller who may not read the thread."""
+    from .api import _flag, _keep, thread_dict
+
+    caller = await authenticate(request)
+    execution_id = request.path_params["execution_id"]
+    check_text("execution id", execution_id)
+    server = server_of(request)
+    rt = server.runtime
+    record = await rt.store.get_execution(execution_id)
+    if record is None:
+        raise ApiError(404, f"unknown execution {execution_id!r}")
+    source = await require_thread(request, record.thread_id, caller)
+    index: int = request.path_params["n"]
+    history = await rt.store.list_messages(source.id)
+    steps = execution_detail(record, history, await rt.store.list_tool_results(source.id))["steps"]
+    if index >= len(steps):
+        raise ApiError(404, f"execution {execution_id} has no step {index} (its steps are numbered 0 to "
+                            f"{len(steps) - 1})" if steps else f"execution {execution_id} has no model steps")
+    model, system = _fields(await read_json(request, required=False))
+    if model is not None and not rt.registry.has("models", model, source.package):
+        raise ApiError(422, f"unknown model {model!r}: choose one the runtime lists")
+    step = steps[index]
+    sent = step.get("sent") or {}
+    cut = next((i for i, m in enumerate(history) if m.id == sent.get("last")), -1)
+    rerun_of = {"threadId": source.id, "threadTitle": source.title, "executionId": record.id, "step": index,
+                "fromModel": step.get("model"), "model": model, "systemChanged": system is not None}
+    fork = await branch(rt, source, history[: cut + 1], user_id=caller.id,
+                        title=f"{source.title or source.agent} (re-run of step {index + 1})",
+                        metadata={"rerunOf": rerun_of,
+                                  "forkedFrom": {"threadId": source.id, "messageId": sent.get("last")}})
+    turn_id = new_id("exe_")
+    try:
+        task = await rt.start(fork.id, None, start_side=step.get("side") or record.side or "a",
+                              execution_id=turn_id, model=model, system=system)
+    except BaseException:
+        await rt.store.delete_thread(fork.id)
+        raise
+    _keep(request, task)
+    body: dict[str, Any] = {"thread": thread_dict(fork, True), "executionId": turn_id, "rerunOf": rerun_of}
+    if _flag(request, "wait"):
+        await asyncio.wait({task})
+        if not task.cancelled():
+            body["result"] = task.result().to_dict()
+    return JSONResponse(body, status_code=201, headers={"Location": f"{server.prefix}/threads/{fork.id}"})
