@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..exceptions import StandardAgentsError
 
 if TYPE_CHECKING:
-    from .runtime import SideSetup
+    from .setup import SideSetup
 
 __all__ = ["SideOverride"]
 
