@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -77,6 +78,23 @@ def list_command(
     out.print(table)
 
 
+_OUTCOME_STYLE = {"ok": "green", "changed": "cyan", "error": "red"}
+
+
+def _checks(node: Any, hooks: list[dict[str, Any]], guardrails: list[dict[str, Any]]) -> None:
+    """The hooks and guardrails that ran for a step, one line each."""
+    for hook in hooks:
+        style = _OUTCOME_STYLE.get(str(hook.get("outcome")), "white")
+        line = (f"hook {escape(str(hook.get('name')))} ({hook.get('event')})  [{style}]{hook.get('outcome')}[/]  "
+                f"{_ms(hook.get('durationMs'))}")
+        if hook.get("error"):
+            line += f"  {escape(str(hook['error']))}"
+        node.add(line)
+    for guard in guardrails:
+        verdict = "[red]tripped[/]" if guard.get("tripped") else "[green]passed[/]"
+        node.add(f"guardrail {escape(str(guard.get('name')))} ({guard.get('kind')})  {verdict}")
+
+
 @threads_app.command("show")
 def show_command(
     thread_id: Annotated[str, typer.Argument(help="The thread's id (threads list shows them).")],
@@ -85,7 +103,7 @@ def show_command(
     database_url: DbOpt = None,
 ) -> None:
     """Show a thread's turns as a tree of steps: model calls with tokens, cost and timing,
-    and the tool calls each asked for."""
+    the tool calls each asked for, and the hooks and guardrails that ran for it."""
     from .engine.steps import execution_detail
     from .exceptions import StandardAgentsError
 
@@ -123,6 +141,9 @@ def show_command(
             for call in step["toolCalls"]:
                 repaired = "  repaired" if call["repaired"] else ""
                 snode.add(f"tool {call['name']}  {call['status'] or 'no result'}  {_ms(call['durationMs'])}{repaired}")
+            _checks(snode, step.get("hooks") or [], step.get("guardrails") or [])
+        checks = ex.get("checks") or {}
+        _checks(node, checks.get("hooks") or [], checks.get("guardrails") or [])
         for error in ex["errors"]:
             node.add(f"[red]error[/] {error['code']}: {error['message']}")
     out.print(root)

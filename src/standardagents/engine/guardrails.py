@@ -59,7 +59,9 @@ def _verdict(value: Any) -> tuple[bool, Any]:
 
 async def run_guardrails(state: ThreadState, tools: list[ToolDefinition], text: str, kind: str) -> Trip | None:
     """Run each guardrail on ``text``; the first that trips wins. A guardrail that raises
-    counts as tripped: failing closed is the safe reading of a broken check."""
+    counts as tripped: failing closed is the safe reading of a broken check. Each one run is
+    noted on the execution for the step records."""
+    ex = state.execution
     for tool in tools:
         props = tool.parameters.get("properties", {})
         args: dict[str, Any] = {"text": text}
@@ -70,6 +72,8 @@ async def run_guardrails(state: ThreadState, tools: list[ToolDefinition], text: 
             tripped, info = _verdict(await tool.invoke(state, clean))
         except Exception as exc:
             tripped, info = True, {"error": f"{type(exc).__name__}: {exc}"}
+        if ex is not None:
+            ex.note_guardrail(tool.name, kind, tripped)
         if tripped:
             return Trip(tool.name, info, kind)
     return None

@@ -307,6 +307,9 @@ class Execution:
             state["clientTools"] = self.client_tools.to_state()
         if self.options is not None and self.options.state:
             state[OPTIONS_KEY] = self.options.state
+        if ex.hooks_run or ex.guardrails_run:
+            # hooks and guardrails after the last step's record (its tool calls' hooks, say)
+            state["checks"] = {"hooks": ex.hooks_run or [], "guardrails": ex.guardrails_run or []}
         return state
 
     async def _record_error(self, message: str, code: str) -> None:
@@ -493,6 +496,7 @@ class Execution:
         reply.tool_calls = None
         reply.status = "guardrail"
         reply.metadata["guardrail"] = {"kind": "output", "guardrail": trip.trip.guardrail, "info": trip.trip.info}
+        self._step.cut_short(reply, self._used_model or setup.model, self.ex)
         stored = await self.rt.create_messages(self.state, [reply])
         self._tripped(trip.trip)
         return stored[0]
@@ -673,7 +677,7 @@ class Execution:
             reply.status = "truncated"
         if response.model:
             reply.metadata["model"] = response.model
-        step.finish(reply, response, request, history, self._used_model or setup.model)
+        step.finish(reply, response, request, history, self._used_model or setup.model, ex)
         cost = reply.cost = self._call_cost
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost

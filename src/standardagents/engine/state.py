@@ -47,6 +47,45 @@ class ExecutionState:
     used_tools: list[str] = field(default_factory=list)
     status: str | None = None
     result: dict[str, Any] | None = None
+    #: hooks and guardrails run since the last model step was recorded (None until one runs);
+    #: the next step's record takes them, each entry naming the step it ran in
+    hooks_run: list[dict[str, Any]] | None = None
+    guardrails_run: list[dict[str, Any]] | None = None
+
+    def note_hook(self, hook: str, event: str, seconds: float, outcome: str, error: str | None = None) -> None:
+        """A hook ran: ``outcome`` is ``ok``, ``changed`` (a transforming hook returned a new
+        value) or ``error``."""
+        entry: dict[str, Any] = {"name": hook, "event": event, "durationMs": round(seconds * 1000, 3),
+                                 "outcome": outcome, "step": self.step_count}
+        if error is not None:
+            entry["error"] = error[:300]
+        if self.hooks_run is None:
+            self.hooks_run = []
+        self.hooks_run.append(entry)
+
+    def note_guardrail(self, name: str, kind: str, tripped: bool) -> None:
+        """A guardrail vetted text; an output guardrail checks a streamed reply several times,
+        listed once per step (tripped if any check tripped)."""
+        if self.guardrails_run is None:
+            self.guardrails_run = []
+        for entry in self.guardrails_run:
+            if entry["name"] == name and entry["kind"] == kind and entry["step"] == self.step_count:
+                entry["tripped"] = entry["tripped"] or tripped
+                return
+        self.guardrails_run.append({"name": name, "kind": kind, "tripped": tripped, "step": self.step_count})
+
+    def take_checks(self) -> dict[str, list[dict[str, Any]]] | None:
+        """The hooks and guardrails noted so far, for a step's record; the notes start afresh."""
+        hooks, guards = self.hooks_run, self.guardrails_run
+        if hooks is None and guards is None:
+            return None
+        self.hooks_run = self.guardrails_run = None
+        taken: dict[str, list[dict[str, Any]]] = {}
+        if hooks:
+            taken["hooks"] = hooks
+        if guards:
+            taken["guardrails"] = guards
+        return taken
 
     def force_side(self, side: Literal["a", "b"]) -> None:
         """Make ``side`` play the next turn (dual_ai)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..records import ExecutionRecord, Message
 from ..store.records import SubagentRecord
+from .state import ExecutionState
 
 __all__ = ["StepProbe", "execution_detail", "execution_summary", "load_execution"]
 
@@ -55,7 +56,8 @@ class StepProbe:
             if ctx.trace_id:
                 self.trace_id = format(ctx.trace_id, "032x")
 
-    def finish(self, reply: Message, response: Any, request: Any, history: list[Message], model: Any) -> None:
+    def finish(self, reply: Message, response: Any, request: Any, history: list[Message], model: Any,
+               ex: ExecutionState) -> None:
         elapsed = time.perf_counter() - self.started
         tools = request.tools
         call: dict[str, Any] = {
@@ -74,7 +76,24 @@ class StepProbe:
             call["attempts"] = self.attempts
         if self.trace_id is not None:
             call["traceId"] = self.trace_id
+        checks = ex.take_checks()
+        if checks is not None:
+            call.update(checks)
         reply.metadata["call"] = call
+
+    def cut_short(self, reply: Message, model: Any, ex: ExecutionState) -> None:
+        """The record of a step an output guardrail stopped: what is known of its call, and
+        the hooks and guardrails that ran (the tripped one among them)."""
+        call = reply.metadata.get("call")
+        if call is None:
+            call = reply.metadata["call"] = {
+                "provider": model.provider if model is not None else None,
+                "model": model.name if model is not None else None, "finishReason": "guardrail",
+                "latencyMs": round((time.perf_counter() - self.started) * 1000, 3)}
+            if self.trace_id is not None:
+                call["traceId"] = self.trace_id
+        for key, entries in (ex.take_checks() or {}).items():
+            call.setdefault(key, []).extend(entries)
 
 
 def _tool_name(tool: Any) -> str:
@@ -113,6 +132,7 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
     errors: list[dict[str, Any]] = []
     compactions: list[dict[str, Any]] = []
     started: list[dict[str, Any]] = []
+    checks: list[tuple[str, dict[str, Any]]] = []
     trace_id: str | None = None
     for m in messages:
         meta = m.metadata or {}
@@ -146,6 +166,8 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
                 entry["subagent"] = {"threadId": link.child_thread_id, "agent": link.agent, "status": link.status}
                 started.append(entry["subagent"])
             tool_calls.append(entry)
+        checks.extend(("hooks", e) for e in call.get("hooks") or ())
+        checks.extend(("guardrails", e) for e in call.get("guardrails") or ())
         steps.append({
             "index": len(steps), "step": meta.get("step"), "kind": "model", "messageId": m.id, "side": m.side,
             "status": m.status, "provider": call.get("provider"), "model": call.get("model"),
@@ -154,15 +176,19 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
             "usage": m.usage.to_dict() if m.usage is not None else None, "cost": m.cost,
             "latencyMs": call.get("latencyMs"), "ttftMs": call.get("ttftMs"),
             "attempts": call.get("attempts") or [], "toolCalls": tool_calls, "createdAt": m.created_at,
-            "guardrail": meta.get("guardrail"),
+            "guardrail": meta.get("guardrail"), "hooks": [], "guardrails": [],
         })
+    state = record.state or {}
+    leftover = state.get("checks") or {}
+    for key in ("hooks", "guardrails"):
+        checks.extend((key, e) for e in leftover.get(key) or ())
     detail = execution_summary(record)
+    detail["checks"] = _place_checks(steps, checks)
     detail["traceId"] = trace_id
     detail["steps"] = steps
     detail["errors"] = errors
     detail["compactions"] = compactions
     detail["subagents"] = started
-    state = record.state or {}
     options = state.get("options")
     detail["override"] = options.get("override") if isinstance(options, dict) else None
     decided = state.get("decisions") or {}
@@ -171,6 +197,25 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
         for p in state.get("pending") or () if isinstance(p, dict) and p.get("id") not in decided
     ] if record.status == "waiting" else []
     return detail
+
+
+def _place_checks(steps: list[dict[str, Any]], checks: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Give each noted hook and guardrail to the step it ran in. A step's record holds what ran
+    since the previous record was written, so the hooks of a step's tool calls arrive with the
+    next step's record; each entry names its step, which puts it back. What ran before the
+    first step goes to it; what no step can take (a turn that tripped before any model call)
+    is returned, for the turn itself."""
+    by_number = {s["step"]: s for s in steps if isinstance(s.get("step"), int)}
+    numbered = sorted(by_number)
+    rest: dict[str, list[dict[str, Any]]] = {"hooks": [], "guardrails": []}
+    for key, entry in checks:
+        number = entry.get("step")
+        target = by_number.get(number) if isinstance(number, int) else None
+        if target is None and steps:
+            later = [n for n in numbered if isinstance(number, int) and n >= number]
+            target = by_number[later[0]] if later else steps[-1]
+        (target[key] if target is not None else rest[key]).append(entry)
+    return rest
 
 
 def _child_thread(result: Any) -> str | None:
