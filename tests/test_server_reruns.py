@@ -10,12 +10,15 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from engine_helpers import stub_model
 from server_fixtures import write_project
 from standardagents import define_agent, define_prompt, define_tool
+from standardagents.cli import app
 from standardagents.engine.steps import load_execution
 from standardagents.exceptions import NotFoundError
+from standardagents.server.traces import TRACE_URL_ENV, trace_link
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 
 API = "/api"
@@ -172,3 +175,21 @@ async def test_a_turn_resumed_after_an_approval_keeps_its_model_and_prompt(make_
     assert record is not None
     steps = (await load_execution(rt.store, record))["steps"]
     assert [s["model"] for s in steps] == ["other", "other"]
+
+
+async def test_the_trace_link_template_comes_from_the_environment(client: httpx.AsyncClient, actors: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    root = actors.auth("root")
+    monkeypatch.setenv(TRACE_URL_ENV, "http://localhost:16686/trace/{trace_id}")
+    assert (await client.get(f"{API}/runtime", headers=root)).json()["traceUrl"] == \
+        "http://localhost:16686/trace/{trace_id}"
+    assert trace_link("abc") == "http://localhost:16686/trace/abc" and trace_link(None) is None
+    monkeypatch.setenv(TRACE_URL_ENV, "localhost:16686/trace/")  # no scheme, no placeholder: no links
+    assert (await client.get(f"{API}/runtime", headers=root)).json()["traceUrl"] is None
+    assert trace_link("abc") is None
+
+
+def test_serve_refuses_a_trace_url_that_cannot_make_links(project_dir: Path) -> None:
+    result = CliRunner().invoke(app, ["serve", str(project_dir), "--trace-url", "http://jaeger/trace/"])
+    assert result.exit_code == 2
+    assert "{trace_id}" in result.output

@@ -5,6 +5,8 @@
 // step's tools ended, its waiting part (time to first token) is drawn apart from its streaming
 // part, and the tool calls it asked for start together when it ends (they run in parallel).
 import { api } from "./api.js";
+import { copyText } from "./markdown.js";
+import * as rerun from "./rerun.js";
 import { $, showError, state } from "./state.js";
 
 const panel = $("inspector");
@@ -104,17 +106,42 @@ function turn(execution, index) {
   figures.dataset.cost = execution.cost === null || execution.cost === undefined ? "" : String(execution.cost);
   head.append(figures);
   section.append(head);
-  if (execution.traceId) section.append(el("div", "trace", `trace ${execution.traceId}`));
+  if (execution.override) section.append(el("div", "turn-figures override", overrideText(execution.override)));
+  if (execution.traceId) section.append(trace(execution));
   const { bars, span } = layout(execution);
   const chart = el("div", "timeline");
   chart.setAttribute("role", "list");
-  for (const bar of bars) chart.append(row(bar, span));
+  for (const bar of bars) chart.append(row(bar, span, execution));
   section.append(chart);
   for (const error of execution.errors || []) section.append(el("div", "turn-error", `${error.code}: ${error.message || ""}`));
   return section;
 }
 
-function row(bar, span) {
+function overrideText(o) {
+  const parts = [o.model ? `model ${o.model}` : null, typeof o.system === "string" ? "its own system prompt" : null];
+  return `ran with ${parts.filter(Boolean).join(" and ")}`;
+}
+
+// The trace id links to the tracing UI when the server has a template (STANDARDAGENTS_TRACE_URL);
+// otherwise it is plain text with a button that copies it.
+function trace(execution) {
+  if (execution.traceUrl) {
+    const link = el("a", "trace", `trace ${execution.traceId}`);
+    link.href = execution.traceUrl;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+    return link;
+  }
+  const box = el("div", "trace", `trace ${execution.traceId}`);
+  const copy = el("button", "copy-trace");
+  copy.type = "button";
+  copy.setAttribute("aria-label", "Copy the trace id");
+  copy.addEventListener("click", () => copyText(execution.traceId, copy));
+  box.append(copy);
+  return box;
+}
+
+function row(bar, span, execution) {
   const line = el("div", `row ${bar.kind}`);
   line.setAttribute("role", "listitem");
   const button = el("button", `bar ${bar.kind}`);
@@ -132,7 +159,7 @@ function row(bar, span) {
     wait.style.width = `${bar.length ? (bar.wait / bar.length) * 100 : 0}%`;
     button.append(wait);
     button.setAttribute("aria-label", `Model call ${label}: ${figures}`);
-    button.addEventListener("click", () => showStep(s));
+    button.addEventListener("click", () => showStep(s, execution));
   } else {
     const c = bar.call;
     label = `↳ ${c.name}`;
@@ -163,11 +190,17 @@ function preview(id) {
   return `${m.role}: ${text}`;
 }
 
-function showStep(s) {
+function showStep(s, execution) {
   const u = s.usage || {};
   const sent = s.sent || {};
   const reply = state.messages.find((m) => m.id === s.messageId);
-  detail.replaceChildren(el("h3", null, `Step ${s.index + 1}: model call`), fields([
+  const again = el("button", "ghost rerun", "Re-run…");
+  again.type = "button";
+  again.setAttribute("aria-label", `Re-run step ${s.index + 1} with another model or prompt`);
+  again.addEventListener("click", () => rerun.open(execution, s).catch(showError));
+  const actions = el("div", "step-actions");
+  actions.append(again);
+  detail.replaceChildren(el("h3", null, `Step ${s.index + 1}: model call`), actions, fields([
     ["provider", s.provider], ["model", s.model], ["answered by", s.responseModel], ["finish", s.finishReason],
     ["latency", ms(s.latencyMs)], ["first token", s.ttftMs === null || s.ttftMs === undefined ? null : ms(s.ttftMs)],
     ["tokens", `${u.prompt_tokens ?? 0} in · ${u.completion_tokens ?? 0} out · ${u.total_tokens ?? 0} total`],
@@ -180,7 +213,33 @@ function showStep(s) {
     detail.append(el("h4", null, "Failed attempts"),
       fields(s.attempts.map((a, i) => [`#${i + 1} ${a.provider}/${a.model}`, a.error])));
   }
+  if (s.hooks && s.hooks.length) detail.append(el("h4", null, "Hooks"), checks(s.hooks, hookLine));
+  if (s.guardrails && s.guardrails.length) detail.append(el("h4", null, "Guardrails"), checks(s.guardrails, guardLine));
   detail.dataset.showing = "step";
+}
+
+function checks(entries, line) {
+  const list = el("ul", "checks");
+  for (const entry of entries) list.append(line(entry));
+  return list;
+}
+
+function hookLine(h) {
+  const li = el("li", "hook");
+  li.dataset.outcome = h.outcome;
+  const took = h.durationMs === null || h.durationMs === undefined || h.durationMs >= 10 ? ms(h.durationMs)
+    : `${Number(h.durationMs).toFixed(2)} ms`;   // hooks are often well under a millisecond
+  li.append(el("span", null, h.name), el("span", "muted", h.event), el("span", "outcome", h.outcome),
+    el("span", "muted", took));
+  if (h.error) li.title = h.error;
+  return li;
+}
+
+function guardLine(g) {
+  const li = el("li", "guardrail");
+  li.dataset.tripped = String(Boolean(g.tripped));
+  li.append(el("span", null, g.name), el("span", "muted", g.kind), el("span", "outcome", g.tripped ? "tripped" : "passed"));
+  return li;
 }
 
 function showTool(c) {

@@ -3,6 +3,7 @@ import { api } from "./api.js";
 import * as chat from "./chat.js";
 import * as inspector from "./inspector.js";
 import * as live from "./live.js";
+import * as rerun from "./rerun.js";
 import * as runtime from "./runtime.js";
 import { $, forget, showError, state } from "./state.js";
 import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
@@ -41,10 +42,12 @@ async function openThread(id) {
   inspector.clear();
   forget();
   state.thread = null;
+  rerun.describeBranch(null);
   if (!id) { $("thread-title").textContent = "No thread"; markActive(); live.follow(); return; }
   const [thread, messages, waiting] = await Promise.all([api(`/threads/${id}`), allMessages(id), approvals(id)]);
   state.thread = thread;
   $("thread-title").textContent = titleOf(thread);
+  rerun.describeBranch(thread);
   chat.renderAll(messages);
   waiting.forEach(chat.approvalCard);
   chat.attachSubagents(id).catch(showError);
@@ -107,6 +110,7 @@ async function resendAsFork(message, content) {
   await chat.send(content);
 }
 chat.onFork(resendAsFork);
+rerun.onOpenThread(async (id) => { await loadThreads(); await openThread(id); });
 live.onForeignTurn(redrawThread);
 onOpen(openThread);
 chat.onTurnEnded(() => {

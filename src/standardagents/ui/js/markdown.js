@@ -77,7 +77,7 @@ const idle = window.requestIdleCallback
   ? (fn) => window.requestIdleCallback(fn, { timeout: 500 })
   : (fn) => setTimeout(() => fn({ timeRemaining: () => 8 }), 16);
 
-async function copyText(text, button) {
+export async function copyText(text, button) {
   try {
     await navigator.clipboard.writeText(text);
   } catch (_) {
