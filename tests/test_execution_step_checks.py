@@ -95,6 +95,19 @@ async def test_a_tripped_output_guardrail_is_on_the_step_it_stopped(make_runtime
     assert step["model"] == "default"
 
 
+async def test_an_input_guardrail_that_stops_the_turn_is_on_the_turn(make_runtime: Any, stub: OpenAIStub) -> None:
+    rt = await make_runtime(define_agent(name="calc", side_a={"prompt": "p"}, input_guardrails=["no_secrets"]),
+                            define_prompt(name="p", prompt="x"), no_secrets, stub_model(stub))
+    result = await rt.run("calc", "my password is hunter2")
+    assert result.outcome == "guardrail" and stub.requests == []
+    record = await rt.store.get_execution(result.execution_id)
+    assert record is not None
+    detail = await load_execution(rt.store, record)
+    assert detail["steps"] == []
+    assert detail["checks"] == {"hooks": [], "guardrails": [{"name": "no_secrets", "kind": "input", "tripped": True,
+                                                             "step": 0}]}
+
+
 async def test_a_step_without_hooks_or_guardrails_records_none(make_runtime: Any, stub: OpenAIStub) -> None:
     rt = await make_runtime(define_agent(name="plain", side_a={"prompt": "p", "stop_on_response": True}),
                             define_prompt(name="p", prompt="x"), stub_model(stub))

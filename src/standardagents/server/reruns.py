@@ -79,9 +79,12 @@ async def rerun_step(request: Request) -> Response:
         await rt.store.delete_thread(fork.id)
         raise
     _keep(request, task)
-    body: dict[str, Any] = {"thread": thread_dict(fork, True), "executionId": turn_id, "rerunOf": rerun_of}
+    result = None
     if _flag(request, "wait"):
         await asyncio.wait({task})
         if not task.cancelled():
-            body["result"] = task.result().to_dict()
+            result = task.result().to_dict()
+    body: dict[str, Any] = {"thread": thread_dict(fork, not task.done()), "executionId": turn_id, "rerunOf": rerun_of}
+    if result is not None:
+        body["result"] = result
     return JSONResponse(body, status_code=201, headers={"Location": f"{server.prefix}/threads/{fork.id}"})

@@ -113,6 +113,10 @@ function turn(execution, index) {
   chart.setAttribute("role", "list");
   for (const bar of bars) chart.append(row(bar, span, execution));
   section.append(chart);
+  // what ran before any model call could take it (an input guardrail that stopped the turn)
+  for (const g of execution.checks?.guardrails || []) {
+    section.append(el("div", "turn-figures", `guardrail ${g.name} (${g.kind}) ${g.tripped ? "tripped" : "passed"}`));
+  }
   for (const error of execution.errors || []) section.append(el("div", "turn-error", `${error.code}: ${error.message || ""}`));
   return section;
 }
