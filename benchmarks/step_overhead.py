@@ -10,7 +10,10 @@ WAL). Figures are medians over many runs, in microseconds:
 * ``µs/tool call`` = the extra cost of a second tool call per step, divided by K;
 * peak memory = tracemalloc peak of one run, and the process RSS.
 
-Usage: ``python benchmarks/step_overhead.py [--runs 200] [--ks 1,10,20,40]``
+``--event-log`` runs with the server's event log attached (as ``serve`` does): events are
+written in batches, and each turn's ``done`` is written with the turn's end.
+
+Usage: ``python benchmarks/step_overhead.py [--runs 200] [--ks 1,10,20,40] [--event-log]``
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
+from standardagents.eventlog import EventLog
 from standardagents.project import build_registry
 from standardagents.providers.base import ModelProvider, ModelRequest, ModelResponse
 from standardagents.records import ToolCall
@@ -58,7 +62,7 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-async def measure(k: int, calls: int, runs: int, workdir: Path) -> dict[str, Any]:
+async def measure(k: int, calls: int, runs: int, workdir: Path, event_log: bool = False) -> dict[str, Any]:
     registry = build_registry(
         define_agent(name="bench", side_a={"prompt": "bench_prompt", "max_steps": k + 5}),
         define_prompt(name="bench_prompt", prompt="You add numbers.", tools=["add"]),
@@ -68,6 +72,9 @@ async def measure(k: int, calls: int, runs: int, workdir: Path) -> dict[str, Any
     store = open_store(f"sqlite:///{workdir / f'k{k}_c{calls}.db'}")
     rt = await Runtime.open(registry, store=store)
     rt.use_provider("default", InstantModel(k, calls))
+    log = EventLog(rt.bus, store) if event_log else None
+    if log is not None:
+        log.start()
     try:
         for _ in range(max(5, runs // 10)):
             await rt.run("bench", "add 1 and 2")
@@ -85,6 +92,8 @@ async def measure(k: int, calls: int, runs: int, workdir: Path) -> dict[str, Any
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     finally:
+        if log is not None:
+            await log.aclose()
         await rt.aclose()
     run_us = statistics.median(samples) / 1000
     return {"k": k, "calls": calls, "run_us": run_us, "step_us": run_us / (k + 1), "peak_kb": peak / 1024}
@@ -96,12 +105,13 @@ async def amain(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for k in ks:
             runs = args.runs if k <= 10 else max(20, args.runs * 10 // k)
-            one = await measure(k, 1, runs, Path(tmp))
-            two = await measure(k, 2, runs, Path(tmp))
+            one = await measure(k, 1, runs, Path(tmp), args.event_log)
+            two = await measure(k, 2, runs, Path(tmp), args.event_log)
             one["tool_call_us"] = max(0.0, (two["run_us"] - one["run_us"]) / k)
             rows.append(one)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"Engine overhead per step (instant model, SQLite file, medians), Python {sys.version.split()[0]}")
+    print(f"Engine overhead per step (instant model, SQLite file{', event log' if args.event_log else ''}, medians), "
+          f"Python {sys.version.split()[0]}")
     print(f"{'K':>4} {'µs/run':>10} {'µs/step':>9} {'µs/tool call':>13} {'peak KB/run':>12}")
     for r in rows:
         print(f"{r['k']:>4} {r['run_us']:>10.0f} {r['step_us']:>9.0f} {r['tool_call_us']:>13.0f} {r['peak_kb']:>12.0f}")
@@ -126,6 +136,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--ks", default="1,10,20,40")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--event-log", action="store_true", help="attach the server's event log")
     asyncio.run(amain(parser.parse_args()))
 
 

@@ -17,9 +17,15 @@ seconds. Trimming raises the stream's *floor* (the highest id dropped); a client
 events after an id below the floor has missed some for good and is sent one ``lagged`` event
 (``{"reason": "expired"}``) telling it to re-read the thread's messages, then live events.
 
+A turn's ``done`` is the exception to batching: the engine writes it in its own transaction,
+together with a mark on the execution's record, before any stream sees it
+(:mod:`standardagents.engine.done`), so a process killed before its next batch loses the
+turn's deltas at worst, never its end. Such events arrive here marked ``logged``.
+
 Settings (environment): ``STANDARDAGENTS_EVENT_LOG`` (``0`` turns the log off),
-``STANDARDAGENTS_EVENT_LOG_KEEP`` (events per stream, default 10000) and
-``STANDARDAGENTS_EVENT_LOG_MAX_AGE`` (seconds, default 3600).
+``STANDARDAGENTS_EVENT_LOG_KEEP`` (events per stream, default 10000),
+``STANDARDAGENTS_EVENT_LOG_MAX_AGE`` (seconds, default 3600) and
+``STANDARDAGENTS_EVENT_LOG_FLUSH`` (seconds between batches, default 0.05).
 """
 
 from __future__ import annotations
@@ -36,10 +42,12 @@ from typing import Any
 from .events import Event, EventBus
 
 __all__ = [
+    "DEFAULT_FLUSH",
     "DEFAULT_KEEP",
     "DEFAULT_MAX_AGE",
     "EventLog",
     "Replay",
+    "batch_rows",
     "event_log_from_env",
     "user_stream_key",
 ]
@@ -48,6 +56,7 @@ log = logging.getLogger("standardagents.eventlog")
 
 DEFAULT_KEEP = 10_000
 DEFAULT_MAX_AGE = 3600.0
+DEFAULT_FLUSH = 0.05
 #: events waiting for the database beyond this many are dropped (the database is down)
 MAX_PENDING = 200_000
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
@@ -79,7 +88,7 @@ class EventLog:
     """Writes a bus's events to the store in batches and replays them to reconnecting clients."""
 
     def __init__(self, bus: EventBus, store: Any, *, keep: int = DEFAULT_KEEP, max_age: float = DEFAULT_MAX_AGE,
-                 flush_interval: float = 0.05, recent_seconds: float = 30.0, recent_max: int = 50_000,
+                 flush_interval: float = DEFAULT_FLUSH, recent_seconds: float = 30.0, recent_max: int = 50_000,
                  prune_interval: float = 60.0) -> None:
         if keep < 1:
             raise ValueError("the event log keeps at least one event per stream")
@@ -109,6 +118,7 @@ class EventLog:
     def start(self) -> None:
         if self._task is None:
             self.bus.add_listener(self._on_event)
+            self.bus.logged = True
             self._task = asyncio.get_running_loop().create_task(self._run(), name="standardagents-event-log")
 
     async def aclose(self) -> None:
@@ -116,6 +126,7 @@ class EventLog:
         if self._task is None:
             return
         self.bus.remove_listener(self._on_event)
+        self.bus.logged = False
         task, self._task = self._task, None
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -128,12 +139,13 @@ class EventLog:
     # ------------------------------------------------------------ recording
 
     def _on_event(self, event: Event) -> None:
-        """Bus listener (never awaits): remember the event, queue it when published here."""
+        """Bus listener (never awaits): remember the event, queue it when published here (and
+        not written already)."""
         if not event.id or not event.thread_id:
             return
         item = (event.thread_id, event)
         self._recent.append(item)
-        if event.local:
+        if event.local and not event.logged:
             self._queue(item)
 
     def record(self, stream: str, event: Event) -> Event:
@@ -177,7 +189,7 @@ class EventLog:
         async with self._flushing:
             batch, self._pending = self._pending, []
             if batch:
-                rows = _rows(batch)
+                rows = batch_rows(batch)
                 try:
                     await self.store.append_events(rows)
                 except BaseException:
@@ -233,8 +245,9 @@ class EventLog:
         return Replay(events, False, last)
 
 
-def _rows(batch: list[tuple[str, Event]]) -> list[tuple[str, int, int, int, str, float]]:
-    """One row per stream: its events of the batch as one JSON list, oldest first."""
+def batch_rows(batch: list[tuple[str, Event]]) -> list[tuple[str, int, int, int, str, float]]:
+    """The store rows of ``(stream, event)`` pairs: one per stream, its events as one JSON
+    list, oldest first."""
     by_stream: dict[str, list[Event]] = {}
     for stream, event in batch:
         by_stream.setdefault(stream, []).append(event)
@@ -253,4 +266,5 @@ def event_log_from_env(bus: EventBus, store: Any) -> EventLog | None:
         return None
     keep = int(os.environ.get("STANDARDAGENTS_EVENT_LOG_KEEP") or DEFAULT_KEEP)
     max_age = float(os.environ.get("STANDARDAGENTS_EVENT_LOG_MAX_AGE") or DEFAULT_MAX_AGE)
-    return EventLog(bus, store, keep=keep, max_age=max_age)
+    flush = float(os.environ.get("STANDARDAGENTS_EVENT_LOG_FLUSH") or DEFAULT_FLUSH)
+    return EventLog(bus, store, keep=keep, max_age=max_age, flush_interval=flush)

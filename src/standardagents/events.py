@@ -11,6 +11,10 @@ id this process saw on the same thread (its own events and those relayed from ot
 a thread's ids only grow, without a database round trip per event, and a reconnecting client
 names the last one it saw to be sent what followed (:mod:`standardagents.eventlog`). Events
 made for one client only (``connected``, ``lagged``) have id 0 and are never logged.
+
+A turn's ``done`` is written to the store before any stream sees it (:mod:`standardagents.engine.done`):
+its id is taken with :meth:`EventBus.hold`, and the thread's events published meanwhile wait
+behind it until :meth:`EventBus.release`, so ids still reach every stream in order.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ _MAX_REMEMBERED = 100_000
 @dataclass(slots=True)
 class Event:
     """One event: ``type`` and JSON-able ``data`` for one thread; ``id`` grows per thread
-    (0 until a bus publishes it). ``local`` is false for events relayed from another process."""
+    (0 until a bus publishes it). ``local`` is false for events relayed from another process;
+    ``logged`` is true for an event already in the store's event log (not to be written again)."""
 
     type: str
     thread_id: str
@@ -58,6 +63,7 @@ class Event:
     id: int = 0
     ts: float = field(default_factory=time.time)
     local: bool = True
+    logged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "type": self.type, "threadId": self.thread_id, "data": self.data, "ts": self.ts}
@@ -141,6 +147,10 @@ class EventBus:
         #: the last id published per thread (and over all threads)
         self._last: dict[str, int] = {}
         self._last_any = 0
+        #: thread -> its events waiting behind an event being made durable (see :meth:`hold`)
+        self._held: dict[str, list[Event]] = {}
+        #: whether an event log writes this bus's events to the store (set by the log itself)
+        self.logged = False
 
     def next_id(self, stream: str) -> int:
         """A fresh id for an event of ``stream`` (a thread id): the clock in microseconds,
@@ -151,6 +161,21 @@ class EventBus:
         self._last_any = new
         self._remember(stream, new)
         return new
+
+    def hold(self, thread_id: str) -> int:
+        """An id for an event of the thread to be published later by :meth:`release`; until
+        then the thread's other events wait, so none overtakes it with a higher id."""
+        self._held.setdefault(thread_id, [])
+        return self.next_id(thread_id)
+
+    def release(self, thread_id: str, event: Event | None) -> None:
+        """Publish the held event (``None``: it is not to be published after all), then the
+        thread's events that waited behind it, in order."""
+        waiting = self._held.pop(thread_id, [])
+        if event is not None:
+            self.publish(event)
+        for held in waiting:
+            self.publish(held)
 
     def _remember(self, stream: str, event_id: int) -> None:
         last = self._last
@@ -200,6 +225,11 @@ class EventBus:
             event.id = self.next_id(event.thread_id)
         else:  # relayed: its id was given where it was first published
             self._remember(event.thread_id, event.id)
+        if self._held:
+            waiting = self._held.get(event.thread_id)
+            if waiting is not None:
+                waiting.append(event)
+                return
         parent = self._relays.get(event.thread_id) if self._relays else None
         if parent is not None:
             self.publish(Event("subagent_event", parent, {"threadId": event.thread_id,

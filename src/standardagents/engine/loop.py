@@ -45,6 +45,7 @@ from .approval_tokens import approval_request, make_token, signing_secret
 from .client_tools import WAITING_FOR, ClientTools, index_calls, unique_client_ids
 from .compaction import compact_if_needed, over_threshold
 from .context import THINKING_BLOCKS_KEY, clip
+from .done import publish_done
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .limits import LimitTripped, UsageMeter
 from .ondemand import CARRIED_KEY, save_carried
@@ -268,7 +269,7 @@ class Execution:
             done["value"] = to_jsonable(self.value)
         if ex.outcome in ("output_invalid", "model_error", "guardrail"):
             done["payload"] = self.payload
-        self.bus.emit("done", self.thread_id, done)
+        await publish_done(self.rt, self.record, done)
         return result
 
     def add_subagent(self, result: ExecutionResult[Any]) -> None:

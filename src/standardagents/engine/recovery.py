@@ -3,7 +3,8 @@ processes share a database, or when one of them dies mid-turn.
 
 A running execution's process refreshes a heartbeat; a thread is claimed in the store while
 one of its executions runs; a process that opens the store settles what dead ones left
-behind (executions still marked running, claims, and messages waiting for a busy thread).
+behind (executions still marked running, claims, the ``done`` of a turn that ended as its
+process died, and messages waiting for a busy thread).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import NotFoundError
 from ..records import Message, now_ms
+from .done import recover_done
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .owners import LIVE_OWNERS, gone
@@ -100,6 +102,10 @@ async def recover(rt: Runtime) -> list[str]:
         # a claim is refreshed while its process lives; a stale one is taken over by the next
         # claim anyway, so only claims of certainly gone processes are removed here
         if gone(rt, owner, host, fresh=True):
+            try:  # it may have ended a turn and died before the turn's done was written
+                await recover_done(rt, locked_thread)
+            except Exception:
+                log.warning("could not send the done of thread %s's last turn", locked_thread, exc_info=True)
             await rt.store.delete_env("lock", "", locked_thread)
     resumed = await resume_orphans(rt)
     await _recover_inbox(rt, host, stale_before)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
+from .done import publish_done
 from .hooks import HookSet
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
@@ -128,5 +129,5 @@ async def _settle(rt: Runtime, record: ExecutionRecord, thread: ThreadRecord | N
         state = ThreadState(rt, thread, None, thread.package)
         state._hooks = HookSet()
         await rt.repair_transcript(state, reason="the process running this call stopped before it finished")
-    rt.bus.emit("done", record.thread_id, {"stopReason": "interrupted", "executionId": record.id,
-                                          "outcome": "interrupted", "error": record.error})
+    await publish_done(rt, record, {"stopReason": "interrupted", "executionId": record.id,
+                                    "outcome": "interrupted", "error": record.error})

@@ -102,14 +102,22 @@ def _expired(thread_id: str, after: int) -> Event:
 
 async def _resumed(replay: Replay | None, thread_id: str,
                    live: AsyncIterator[Event | None]) -> AsyncIterator[Event | None]:
-    """The replayed events (or ``lagged``), then the live ones the client has not seen."""
+    """The replayed events (or ``lagged``), then the live ones the client has not seen. A
+    ``done`` is sent once: one published again after a crash keeps its id."""
+    dones: set[int] = set()
     try:
         if replay is not None:
             if replay.lagged:
                 yield _expired(thread_id, replay.last_id)
             for missed in replay.events:
+                if missed.type == "done":
+                    dones.add(missed.id)
                 yield missed
         async for event in live:
+            if event is not None and event.type == "done":
+                if event.id in dones:
+                    continue
+                dones.add(event.id)
             if event is None or replay is None or replay.fresh(event):
                 yield event
     finally:

@@ -118,6 +118,12 @@ class Store(Protocol):
     async def read_events(self, stream: str, after: int, *,
                           limit: int = 10_000) -> tuple[int, list[tuple[int, str, Any, float]]]: ...
     async def prune_events(self, streams: list[str], keep: int, before_ts: float | None) -> int: ...
+    async def log_ending(self, execution: ExecutionRecord, expected_updated_at: int,
+                         rows: list[tuple[str, int, int, int, str, float]]) -> bool:
+        """Compare-and-set an ended execution (its status, ``expected_updated_at``) and store
+        event batches in the same transaction; False, with nothing written, when another
+        writer changed the execution first."""
+        ...
 
     # thread files
     async def write_file(self, thread_id: str, path: str, data: bytes, *, mime_type: str | None = None,

@@ -15,9 +15,11 @@ from sqlalchemy import Connection, Insert, delete, func, select
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from ..records import ExecutionRecord
+from .ops import replace_execution
 from .schema import event_floors, event_log
 
-__all__ = ["BatchRow", "append_batches", "prune_events", "read_events"]
+__all__ = ["BatchRow", "append_batches", "log_ending", "prune_events", "read_events"]
 
 #: one stored batch: stream, last id, first id, event count, events (JSON text), last ts
 BatchRow = tuple[str, int, int, int, str, float]
@@ -50,6 +52,16 @@ def append_batches(conn: Connection, rows: Sequence[BatchRow]) -> int:
                  [{"stream": s, "id": last, "first_id": first, "count": n, "events": text, "ts": ts}
                   for s, last, first, n, text, ts in rows])
     return sum(r[3] for r in rows)
+
+
+def log_ending(conn: Connection, execution: ExecutionRecord, expected_updated_at: int,
+               rows: Sequence[BatchRow]) -> bool:
+    """Mark an ended execution (compare-and-set on its status and ``updated_at``) and append its
+    closing events in the same transaction: of several writers, exactly one logs them."""
+    if not replace_execution(conn, execution, execution.status, expected_updated_at):
+        return False
+    append_batches(conn, rows)
+    return True
 
 
 def read_events(conn: Connection, stream: str, after: int, limit: int) -> tuple[int, list[EventRow]]:

@@ -569,6 +569,13 @@ class SQLStore:
         one transaction (a batch already stored is skipped); returns the events stored."""
         return await self._run(eventops.append_batches, rows)
 
+    async def log_ending(self, execution: ExecutionRecord, expected_updated_at: int,
+                         rows: list[tuple[str, int, int, int, str, float]]) -> bool:
+        """Save an ended ``execution`` only if the stored row still has its status and
+        ``expected_updated_at``, and store event batches ``rows`` in the same transaction;
+        False (nothing written) when another writer changed the row first."""
+        return await self._run(eventops.log_ending, execution, int(expected_updated_at), rows)
+
     async def read_events(self, stream: str, after: int, *,
                           limit: int = 10_000) -> tuple[int, list[tuple[int, str, Any, float]]]:
         """The stream's floor (highest id trimmed away, 0 when none) and its events
