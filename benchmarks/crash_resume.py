@@ -2,10 +2,12 @@
 
 Each round: a thread, a client following its stream (reconnecting with ``Last-Event-ID``), one
 message whose turn calls an idempotent tool and then waits for the model's answer (the stub
-takes ``--delay-ms``); once the tool's result arrived, the worker running the turn is
+takes ``--delay-ms``); once the tool's result arrived, the worker that owns the execution (as
+its record in the database says: not necessarily the one that accepted the message) is
 SIGKILLed. The supervisor starts a new worker; whichever runtime sees first that the turn's
 process is gone (the other worker on its heartbeat, every lease/3 seconds, or the new worker as
-it opens) resumes it. Printed: from the kill to the resumed turn's next event and to its
+it opens) resumes it. Printed: from the kill to the record's takeover (its owner is another
+runtime, ``resumedFrom`` the killed one), to the resumed turn's next event and to its
 ``done``, median and p95 over ``--kills`` rounds.
 
     python benchmarks/crash_resume.py --kills 10 --lease 30
@@ -41,6 +43,7 @@ from serve_procs import (
     wait_ready,
 )
 
+from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 
 FILES = {
@@ -98,9 +101,32 @@ async def _both_workers(base: str, headers: dict[str, str], dead: set[str]) -> N
     raise SystemExit("the killed worker was not replaced")
 
 
-async def _rounds(base: str, headers: dict[str, str], kills: int) -> tuple[list[float], list[float]]:
-    to_event: list[float] = []
-    to_done: list[float] = []
+def _pid(owner: str) -> int:
+    """The process of an owner id (``host:pid:nonce``)."""
+    return int(owner.split(":")[-2])
+
+
+async def _owner(store: Any, execution_id: str) -> str:
+    record = await store.get_execution(execution_id)
+    if record is None:
+        raise SystemExit(f"execution {execution_id} has no record")
+    return str(record.state.get("owner", ""))
+
+
+async def _taken_over(store: Any, execution_id: str, killed: str) -> float:
+    """When the execution's record names another owner, resumed from the killed one (polled)."""
+    for _ in range(30_000):
+        record = await store.get_execution(execution_id)
+        if record is not None and record.state.get("owner") != killed:
+            if record.state.get("resumedFrom") != killed:
+                raise SystemExit(f"execution {execution_id} changed hands but not from {killed}: {record.state}")
+            return time.perf_counter()
+        await asyncio.sleep(0.01)
+    raise SystemExit(f"execution {execution_id} was not taken over")
+
+
+async def _rounds(base: str, headers: dict[str, str], kills: int, store: Any) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"claim": [], "event": [], "done": []}
     dead: set[str] = set()
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
         for n in range(kills):
@@ -111,20 +137,24 @@ async def _rounds(base: str, headers: dict[str, str], kills: int) -> tuple[list[
                 await asyncio.wait_for(follower.opened.wait(), 30)
                 sent = await client.post(f"/api/threads/{thread}/messages", json={"content": "Look k up."})
                 sent.raise_for_status()
+                execution_id = sent.json()["executionId"]
                 await asyncio.wait_for(follower.wait_for("tool_call_done"), 60)
-                pid = sent.headers[WORKER]
+                owner = await _owner(store, execution_id)
+                pid = _pid(owner)
                 killed_at = time.perf_counter()
-                os.kill(int(pid), signal.SIGKILL)
-                dead.add(pid)
+                os.kill(pid, signal.SIGKILL)
+                dead.add(str(pid))
+                claimed = await _taken_over(store, execution_id, owner)
                 first = await asyncio.wait_for(follower.wait_for("message_chunk", killed_at), 300)
                 done = await asyncio.wait_for(follower.wait_for("done", killed_at), 300)
-                to_event.append(first - killed_at)
-                to_done.append(done - killed_at)
-                print(f"  kill {n + 1}: next event after {first - killed_at:.2f} s, done after {done - killed_at:.2f} s",
-                      flush=True)
+                for key, at in (("claim", claimed), ("event", first), ("done", done)):
+                    times[key].append(at - killed_at)
+                accepted = "" if sent.headers[WORKER] == str(pid) else " (another worker had accepted the message)"
+                print(f"  kill {n + 1}: worker {pid}{accepted}; taken over after {claimed - killed_at:.2f} s, "
+                      f"next event after {first - killed_at:.2f} s, done after {done - killed_at:.2f} s", flush=True)
             finally:
                 await follower.close()
-    return to_event, to_done
+    return times
 
 
 async def _run(args: argparse.Namespace) -> None:
@@ -142,11 +172,17 @@ async def _run(args: argparse.Namespace) -> None:
             try:
                 await wait_ready(base, headers)
                 print(f"serve --workers 2 on PostgreSQL, lease {args.lease:g} s, model answer {args.delay_ms:g} ms")
-                to_event, to_done = await _rounds(base, headers, args.kills)
+                store = open_store(url)
+                await store.open()
+                try:
+                    times = await _rounds(base, headers, args.kills, store)
+                finally:
+                    await store.close()
             finally:
                 stop_group(proc)
-    print(f"SIGKILL -> resumed turn's first text chunk: {_quantiles(to_event)}")
-    print(f"SIGKILL -> resumed turn's done:             {_quantiles(to_done)}")
+    print(f"SIGKILL -> record taken over by a live runtime: {_quantiles(times['claim'])}")
+    print(f"SIGKILL -> resumed turn's first text chunk:     {_quantiles(times['event'])}")
+    print(f"SIGKILL -> resumed turn's done:                 {_quantiles(times['done'])}")
 
 
 def main(argv: list[str] | None = None) -> None:

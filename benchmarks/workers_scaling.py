@@ -2,9 +2,10 @@
 
 Each run: a fresh server on a database of its own, ``--threads`` threads, one streamed message
 each (``POST ...?stream=true``) at once, against the OpenAI wire stub in a process of its own
-(``--delay-ms`` per model request, ``--tool-rounds`` tool rounds per turn). The two
-configurations alternate for ``--rounds`` rounds (so drift of a shared machine hits both);
-printed: every run's turns/s, the medians and their ratio.
+(``--delay-ms`` per model request, ``--tool-rounds`` tool rounds per turn). A turn counts
+only when its final reply is stored (read back from the thread after the run), whatever its
+stream said. The two configurations alternate for ``--rounds`` rounds (so drift of a shared
+machine hits both); printed: every run's turns/s, the medians and their ratio.
 
     python benchmarks/workers_scaling.py --threads 200 --rounds 3
 
@@ -51,6 +52,14 @@ def _cpu_seconds(pids: set[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+async def _replied(client: httpx.AsyncClient, thread_id: str) -> bool:
+    """Whether the thread holds its turn's final reply (an assistant message with text and no calls)."""
+    response = await client.get(f"/api/threads/{thread_id}/messages")
+    response.raise_for_status()
+    return any(m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")
+               for m in response.json()["messages"])
+
+
 async def _one_run(project: Path, workers: int, threads: int, request_timeout: float) -> float:
     async with database() as url:
         token = await make_token(url)
@@ -71,13 +80,14 @@ async def _one_run(project: Path, workers: int, threads: int, request_timeout: f
                 warm, ids = ids[:2 * workers], ids[2 * workers:]
                 await asyncio.gather(*(run_turn(client, t) for t in warm))  # imports, model connections
                 start, cpu, own = time.perf_counter(), _cpu_seconds(pids), time.process_time()
-                turns = await asyncio.gather(*(run_turn(client, t) for t in ids))
+                turns = await asyncio.gather(*(run_turn(client, t) for t in ids), return_exceptions=True)
                 wall = time.perf_counter() - start
                 cpu, own = _cpu_seconds(pids) - cpu, time.process_time() - own
-            failed = sum(1 for t in turns if t.stop_reason not in (None, "complete", "completed", "stop_on_response"))
-            rate = threads / wall
-            print(f"  --workers {workers}: {rate:6.1f} turns/s ({wall:.2f} s for {threads} turns"
-                  + (f", {failed} not complete" if failed else "")
+                replied = sum(await asyncio.gather(*(_replied(client, t) for t in ids)))
+            broken = sum(1 for t in turns if isinstance(t, BaseException))
+            rate = replied / wall
+            print(f"  --workers {workers}: {rate:6.1f} turns/s ({replied} of {threads} turns replied in {wall:.2f} s"
+                  + (f", {broken} streams broke" if broken else "")
                   + f"; CPU: workers {cpu:.1f} s = {cpu / wall:.2f} cores, load generator {own:.1f} s)", flush=True)
             return rate
         finally:

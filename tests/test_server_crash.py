@@ -11,7 +11,8 @@ and exactly one ``done`` per execution, also for a turn that ended just as the w
 was SIGKILLed (its ``done`` is written with the turn's end, or at recovery).
 
 ``SA_CRASH_TURNS`` sets the concurrent turns of each phase (default 8; the scenario in the
-design notes is 100) and ``SA_CRASH_REPEAT`` how many times the whole scenario runs (default 1).
+design notes is 100), ``SA_CRASH_REPEAT`` how many times the whole scenario runs (default 1) and
+``SA_CRASH_LEASE`` the execution lease in seconds (default 2).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ REPEAT = int(os.environ.get("SA_CRASH_REPEAT") or 1)
 #: seconds a model reply takes
 MODEL_DELAY = 0.3
 #: the execution lease (seconds) the server runs with: a dead turn is found within about it
-LEASE = 2.0
+LEASE = float(os.environ.get("SA_CRASH_LEASE") or 2.0)
 
 PROJECT = {
     "agents/agents/clerk.py": (
@@ -332,7 +333,9 @@ async def _scenario(database: str, tmp_path: Path, workers: int, phases: list[st
                     replies = [m["content"] for m in messages
                                if m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")]
                     turns = [m["content"] for m in messages if m["role"] == "user"]
-                    assert replies == [f"Filed {turn}." for turn in turns], (thread, messages)
+                    assert replies == [f"Filed {turn}." for turn in turns], (thread, [
+                        (m["role"], m.get("content"), m.get("seq"), (m.get("metadata") or {}).get("executionId"),
+                         (m.get("metadata") or {}).get("step")) for m in messages])
                     assert len(turns) == len(phases)
                 # what the event log kept is what the followers saw under the same ids
                 for follower in followers:

@@ -63,23 +63,35 @@ async def release_thread(rt: Runtime, thread_id: str) -> None:
 async def heartbeat(rt: Runtime) -> None:
     """Keep the running executions' records fresh, so other hosts can tell them from
     executions whose process died, and look for such executions on every beat: a turn whose
-    process died is resumed within about a lease, not only when a runtime opens."""
-    while True:
-        await asyncio.sleep(rt.execution_lease / 3)
-        ids = [e.record.id for e in rt._executions.values()] + list(rt._resuming)
-        try:
-            if ids:
-                await rt.store.touch_executions(ids, now_ms())
-            if rt._claimed:
-                await rt.store.touch_env("lock", "", list(rt._claimed), now_ms())
-        except Exception:
-            log.warning("could not refresh the running executions", exc_info=True)
-        if rt._closed:
-            return
-        try:
-            await recover(rt)
-        except Exception:
-            log.warning("could not look for the executions of gone processes", exc_info=True)
+    process died is resumed within about a lease, not only when a runtime opens. The look runs
+    beside the beat, never in its way: taking over many turns takes a while, and a beat held up
+    past the lease would make this process's own turns look dead to the others."""
+    looking: asyncio.Task[None] | None = None
+    try:
+        while True:
+            await asyncio.sleep(rt.execution_lease / 3)
+            ids = [e.record.id for e in rt._executions.values()] + list(rt._resuming)
+            try:
+                if ids:
+                    await rt.store.touch_executions(ids, now_ms())
+                if rt._claimed:
+                    await rt.store.touch_env("lock", "", list(rt._claimed), now_ms())
+            except Exception:
+                log.warning("could not refresh the running executions", exc_info=True)
+            if rt._closed:
+                return
+            if looking is None or looking.done():
+                looking = asyncio.get_running_loop().create_task(_look(rt))
+    finally:
+        if looking is not None:
+            looking.cancel()
+
+
+async def _look(rt: Runtime) -> None:
+    try:
+        await recover(rt)
+    except Exception:
+        log.warning("could not look for the executions of gone processes", exc_info=True)
 
 
 def beat(rt: Runtime) -> None:
