@@ -135,7 +135,7 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}},
                     {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}},
                     _flag("wait")],
-            ok={"201": json_}, errors=(*thread_op, 422),
+            ok={"201": json_}, errors=(*thread_op, 409, 422),
             body={"type": "object", "properties": {"model": {"type": "string", "minLength": 1},
                                                    "system": {"type": "string"}}})},
         f"{p}/runtime": {"get": _op("The runtime view (admins): agents with their sides' prompts, models, tools "

@@ -41,7 +41,7 @@ async def rerun_step(request: Request) -> Response:
     """``{"model"?, "system"?}`` → 201 with the new ``thread`` and its turn's ``executionId``;
     the turn runs on (follow the thread's stream), or has ended with ``?wait=true`` (then
     ``result`` is how). 404: no such execution or step; 422: an unknown model or bad field;
-    403: a caller who may not read the thread."""
+    403: a caller who may not read the thread; 409: the step's messages were rolled back."""
     from .api import _flag, _keep, thread_dict
 
     caller = await authenticate(request)
@@ -65,6 +65,9 @@ async def rerun_step(request: Request) -> Response:
     step = steps[index]
     sent = step.get("sent") or {}
     cut = next((i for i, m in enumerate(history) if m.id == sent.get("last")), -1)
+    if cut < 0 and sent.get("last"):
+        raise ApiError(409, f"the messages step {index} was sent are no longer all in thread {source.id} "
+                            "(a rollback removed them): it cannot be re-run")
     rerun_of = {"threadId": source.id, "threadTitle": source.title, "executionId": record.id, "step": index,
                 "fromModel": step.get("model"), "model": model, "systemChanged": system is not None}
     fork = await branch(rt, source, history[: cut + 1], user_id=caller.id,
