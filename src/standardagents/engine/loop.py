@@ -3,84 +3,46 @@
 A step renders the context, calls the model (streaming), stores the reply, runs the tool
 calls it asked for concurrently, stores their results in call order, and checks the stop
 conditions. Each step's writes are committed before the next step starts, and every
-execution ends with exactly one ``done`` event, whatever fails.
+execution ends with exactly one ``done`` event, whatever fails. The model call lives in
+:mod:`.model_call`, pauses and their resumption in :mod:`.pauses`, the checks that end a
+side's turn in :mod:`.turn_checks`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import copy
-import dataclasses
-import json
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from typing_extensions import TypeVar
 
 from .. import observability as observe
-from ..costs import call_cost
 from ..definitions import AgentDefinition, ModelDefinition, SideConfig, UsageLimits
 from ..exceptions import ProviderError, StandardAgentsError
-from ..providers.base import (
-    ModelRequest,
-    ModelResponse,
-    ReasoningDelta,
-    StreamEnd,
-    TextDelta,
-    ToolCallDelta,
-)
-from ..records import ExecutionRecord, Message, ToolCall, ToolResult, new_id, now_ms
-from ..toolcalls import (
-    LOAD_TOOLS_NAME,
-    FenceSplitter,
-    is_grammar_error,
-    prepare_tools,
-    recover_tool_calls,
-    strip_thinking,
-)
-from .approval_tokens import approval_request, make_token, signing_secret
-from .client_tools import WAITING_FOR, ClientTools, index_calls, unique_client_ids
-from .compaction import compact_if_needed, over_threshold
-from .context import THINKING_BLOCKS_KEY, clip
+from ..records import ExecutionRecord, Message, now_ms
+from .client_tools import ClientTools
 from .done import publish_done
-from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .limits import LimitTripped, UsageMeter
+from .model_call import model_step
 from .ondemand import CARRIED_KEY, save_carried
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
-from .output import (
-    OUTPUT_TOOL_NAME,
-    UNCHANGED,
-    OutputRun,
-    OutputSpec,
-    PartialOutput,
-    Verdict,
-    to_jsonable,
-)
+from .output import OUTPUT_TOOL_NAME, OutputRun, OutputSpec, PartialOutput, Verdict, to_jsonable
+from .pauses import Paused, pause_for_approval, pause_for_client, resume_approvals
 from .state import ExecutionState, ThreadState
 from .steps import StepProbe
 from .tools import ToolOutcome, run_tool_call
+from .turn_checks import charge_budget, check_stops, input_guardrails
 
 if TYPE_CHECKING:
     from .overrides import SideOverride
-    from .runtime import Runtime, SideSetup
+    from .runtime import Runtime
+    from .setup import SideSetup
 
 __all__ = ["Execution", "ExecutionResult"]
 
 log = logging.getLogger("standardagents.engine")
-
-@contextlib.asynccontextmanager
-async def _closing(stream: Any) -> AsyncIterator[Any]:
-    """``stream``, closed on the way out when it can be (async generators can)."""
-    try:
-        yield stream
-    finally:
-        close = getattr(stream, "aclose", None)
-        if close is not None:
-            await close()
 
 
 StopReason = Literal["complete", "interrupted", "error", "cancelled"]
@@ -90,6 +52,7 @@ OutputT = TypeVar("OutputT", default=Any)
 
 
 @dataclass
+
 class ExecutionResult(Generic[OutputT]):
     """How an execution ended; ``value`` is the turn's typed answer when an ``output_type``
     was given (or what a stop tool returned)."""
@@ -119,10 +82,6 @@ class ExecutionResult(Generic[OutputT]):
             "value": to_jsonable(self.value), "payload": self.payload, "usage": self.usage, "cost": self.cost,
             "subagentUsage": self.subagent_usage, "subagentCost": self.subagent_cost,
         }
-
-
-class _TurnEnd(Exception):
-    """Internal: the current side's turn is over (not an error)."""
 
 
 class Execution:
@@ -192,9 +151,9 @@ class Execution:
         paused: list[dict[str, Any]] | None = None
         try:
             if self.resume is not None:
-                await self._resume_approvals()
+                await resume_approvals(self)
             elif self.user_message is not None:
-                await self._input_guardrails()
+                await input_guardrails(self)
             if not ex.stopped:
                 await self._loop()
             if ex.stop_reason == "interrupted":
@@ -202,7 +161,7 @@ class Execution:
             elif ex.stop_reason == "error":
                 stop_reason = "error"
                 error = self.error
-        except _Paused as pause:
+        except Paused as pause:
             stop_reason = "interrupted"
             ex.outcome = pause.outcome
             paused = pause.requests
@@ -379,7 +338,7 @@ class Execution:
 
     async def _run_turn(self, side: Literal["a", "b"], cfg: SideConfig) -> None:
         ex = self.ex
-        setup = await self.rt.side_setup(self.agent, side, self.state.namespace)
+        setup = await self.rt.setups.side_setup(self.agent, side, self.state.namespace)
         if self.override is not None:
             setup = await self._overridden(side, setup)
         if setup.ondemand and self._carried is None:
@@ -404,12 +363,12 @@ class Execution:
             ex.side_steps[side] += 1
             observe.step()
             if setup.mcp_generation is not None:
-                fresh = await self.rt.current_setup(setup)
+                fresh = await self.rt.setups.current_setup(setup)
                 setup = setup if fresh is setup else await self._overridden(side, fresh)
             if ex.queued_tools:
                 await self._run_queued(side, setup)
             ends_turn = cfg.stop_on_response and not self.dual
-            reply = await self._model_step(side, setup, ends_turn)
+            reply = await model_step(self, side, setup, ends_turn)
             verdict, self._verdict = self._verdict, None
             if verdict is not None:
                 if await self._after_output(side, cfg, setup, reply, verdict):
@@ -425,8 +384,8 @@ class Execution:
             if self._meter is not None:
                 self._meter.before_tools(len(reply.tool_calls))
             outcomes = await self._run_tools(side, reply, setup)
-            self._charge_budget(outcomes, setup)
-            if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
+            charge_budget(self, outcomes, setup)
+            if check_stops(self, side, cfg, setup, outcomes) or ex.stopped:
                 return
 
     async def _after_output(self, side: Literal["a", "b"], cfg: SideConfig, setup: SideSetup, reply: Message,
@@ -438,8 +397,8 @@ class Execution:
             if self._meter is not None:
                 self._meter.before_tools(len(others))
             outcomes = await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=others), setup)
-            self._charge_budget(outcomes, setup)
-            if self._check_stops(side, cfg, setup, outcomes) or ex.stopped:
+            charge_budget(self, outcomes, setup)
+            if check_stops(self, side, cfg, setup, outcomes) or ex.stopped:
                 return True
         if verdict.kind == "value":
             ex.outcome = ex.outcome or "response"
@@ -456,7 +415,7 @@ class Execution:
         await self._record_error(self.error, "output_invalid")
         return True
 
-    # guardrails -----------------------------------------------------------------------------
+    # tools ---------------------------------------------------------------------------------
     async def _overridden(self, side: Literal["a", "b"], setup: SideSetup) -> SideSetup:
         """``setup`` as this turn's override changes it (when it is for ``side``)."""
         override = self.override
@@ -464,512 +423,6 @@ class Execution:
             return setup
         return await override.setup(self.rt.registry, setup)
 
-    async def _input_guardrails(self) -> None:
-        message = self.user_message
-        if message is None or not message.content:
-            return
-        setup = await self.rt.side_setup(self.agent, self.ex.side, self.state.namespace)
-        if not setup.input_guardrails:
-            return
-        trip = await run_guardrails(self.state, setup.input_guardrails, message.content, "input")
-        if trip is None:
-            return
-        await self.rt.store.update_message(message.id, {"hidden": True, "metadata": {**message.metadata, "guardrail": {
-            "kind": "input", "guardrail": trip.guardrail, "info": trip.info}}})
-        for i, m in enumerate(self.ex.message_history):
-            if m.id == message.id:
-                self.ex.message_history[i] = m.copy(hidden=True)
-                self.ex.history_version += 1
-        self._tripped(trip)
-
-    def _tripped(self, trip: Any) -> None:
-        ex = self.ex
-        self.bus.emit("guardrail", self.thread_id, {"kind": trip.kind, "guardrail": trip.guardrail, "info": trip.info})
-        ex.outcome = "guardrail"
-        ex.stop_reason = "interrupted"
-        ex.stopped = True
-        self.payload = {"guardrail": trip.guardrail, "kind": trip.kind, "info": trip.info}
-
-    async def _output_tripped(self, setup: SideSetup, reply: Message, trip: GuardrailTripped) -> Message:
-        """Keep only the text clients already saw, marked; end the turn."""
-        self._partial = None
-        reply.content = trip.approved or None
-        reply.tool_calls = None
-        reply.status = "guardrail"
-        reply.metadata["guardrail"] = {"kind": "output", "guardrail": trip.trip.guardrail, "info": trip.trip.info}
-        self._step.cut_short(reply, self._used_model or setup.model, self.ex)
-        stored = await self.rt.create_messages(self.state, [reply])
-        self._tripped(trip.trip)
-        return stored[0]
-
-    # approvals ------------------------------------------------------------------------------
-    async def _pause_for_approval(self, side: Literal["a", "b"], reply: Message, calls: list[ToolCall]) -> None:
-        secret = await signing_secret(self.rt.store)
-        requests = []
-        for call in calls:
-            try:
-                arguments: Any = json.loads(call.arguments or "{}")
-            except ValueError:
-                arguments = call.arguments
-            token = make_token(secret, thread_id=self.thread_id, execution_id=self.record.id, call_id=call.id)
-            requests.append(approval_request(call.id, call.name, arguments, token, self.record.id))
-        record = self.record
-        record.status = "waiting"
-        record.step_count = self.ex.step_count
-        record.updated_at = now_ms()
-        record.state = {**self._durable_state(), "pending": [{"id": c.id, "name": c.name, "arguments": c.arguments,
-                                                              "messageId": reply.id} for c in calls],
-                        "decisions": {}, **observe.carried_context()}
-        if self._client_after:
-            record.state["clientCallsAfter"] = self._client_after
-        await self.rt.store.save_execution(record)
-        for req in requests:
-            self.bus.emit("approval.request", self.thread_id, req)
-        self._final_saved = True
-        raise _Paused(requests)
-
-    async def _pause_for_client(self, reply: Message, calls: list[ToolCall]) -> None:
-        """Store the execution as waiting for the client's results of ``calls`` (durably, like
-        an approval wait), then end this run of the loop."""
-        self.ex.used_tools.extend(c.name for c in calls)
-        pending = [{"id": c.id, "name": c.name, "arguments": c.arguments or "{}"} for c in calls]
-        record = self.record
-        record.status = "waiting"
-        record.step_count = self.ex.step_count
-        record.updated_at = now_ms()
-        record.state = {**self._durable_state(), "waitingFor": WAITING_FOR,
-                        "clientCalls": [{**p, "messageId": reply.id} for p in pending], **observe.carried_context()}
-        await self.rt.store.save_execution(record)
-        await index_calls(self.rt, record, [c.id for c in calls])
-        self._final_saved = True
-        raise _Paused(pending, "client_tool_calls")
-
-    async def _resume_approvals(self) -> None:
-        """Run the approved calls, store denials as results, then the turn goes on."""
-        resume = self.resume or {}
-        setup = await self.rt.side_setup(self.agent, self.ex.side, self.state.namespace)
-        if "clientCalls" in resume:
-            await self._store_client_results(resume, setup)
-            return
-        decisions: dict[str, Any] = resume.get("decisions", {})
-        outcomes: list[ToolOutcome] = []
-        approved = []
-        for item in resume.get("pending", []):
-            call = ToolCall(item["id"], item["name"], item.get("arguments") or "{}")
-            decision = decisions.get(call.id, {})
-            if decision.get("approved"):
-                approved.append(call)
-            else:
-                reason = decision.get("reason")
-                text = "The user denied this call." + (f" Reason: {reason}" if reason else "")
-                outcomes.append(ToolOutcome(call, ToolResult("error", error=text), None,
-                                            approval={"approved": False, "reason": reason}))
-        side = self.ex.side
-        if outcomes:
-            await self.rt.store_tool_outcomes(self.state, outcomes, side if self.dual else None, setup.hooks)
-        ran: list[ToolOutcome] = []
-        if approved:
-            ran = list(await asyncio.gather(*(run_tool_call(self.state, c, setup.toolbox, setup.hooks,
-                                                            default_timeout=self.rt.tool_timeout) for c in approved)))
-            for out in ran:
-                out.approval = {"approved": True, "reason": decisions.get(out.call.id, {}).get("reason")}
-            await self.rt.store_tool_outcomes(self.state, ran, side if self.dual else None, setup.hooks)
-        cfg = self.agent.side(side)
-        if cfg is not None and self._check_stops(side, cfg, setup, ran):
-            self.ex.stopped = True
-            return
-        after = resume.get("clientCallsAfter")
-        if after and self.client_tools is not None:
-            # the same reply called client tools too: now they go to the client
-            calls = [ToolCall(c["id"], c["name"], c.get("arguments") or "{}") for c in after]
-            await self._pause_for_client(Message(thread_id=self.thread_id, role="assistant", id=after[0]["messageId"],
-                                                 tool_calls=calls), calls)
-        self._keep_side_steps = True
-
-    async def _store_client_results(self, resume: dict[str, Any], setup: SideSetup) -> None:
-        """The client's results of the paused calls become their tool results; the turn goes on."""
-        results: dict[str, Any] = resume.get("results", {})
-        outcomes = []
-        for item in resume["clientCalls"]:
-            call = ToolCall(item["id"], item["name"], item.get("arguments") or "{}")
-            text = results.get(call.id)
-            outcomes.append(ToolOutcome(call, ToolResult("success", result=text if isinstance(text, str) else ""), None))
-        await self.rt.store_tool_outcomes(self.state, outcomes, self.ex.side if self.dual else None, setup.hooks)
-        self._keep_side_steps = True
-
-    def _charge_budget(self, outcomes: list[ToolOutcome], setup: SideSetup) -> None:
-        """Unreadable arguments cost the tool one retry; past the budget the turn ends."""
-        budget = setup.prompt.max_tool_retries
-        for out in outcomes:
-            if not out.bad_arguments:
-                continue
-            used = self._retry_budget.get(out.call.name, 0) + 1
-            self._retry_budget[out.call.name] = used
-            if used > budget:
-                raise StandardAgentsError(
-                    f"the model sent unusable arguments for tool {out.call.name!r} {used} times "
-                    f"(budget {budget}); last problem: {out.result.error}")
-
-    def _check_stops(self, side: Literal["a", "b"], cfg: SideConfig, setup: SideSetup, outcomes: list[ToolOutcome]) -> bool:
-        ex = self.ex
-        for out in outcomes:
-            name = out.call.name
-            kind = setup.toolbox.session.get(name)
-            if kind is not None and out.result.status == "success":
-                binding = cfg.session_tool(kind)  # type: ignore[arg-type]
-                payload = _session_payload(binding, out.args or {})
-                if kind == "status":
-                    ex.status = payload.get("message")
-                    self.rt.on_session_status(self.state, payload)
-                    continue
-                ex.stopped = True
-                ex.stopped_by = side
-                ex.outcome = "session_stop" if kind == "stop" else "session_fail"
-                self.payload = payload
-                return True
-            if cfg.stop_tool and name == cfg.stop_tool and out.result.status == "success":
-                self.value = _extract(out.result.result, cfg.stop_tool_response_property)
-                ex.outcome = "stop_tool"
-                ex.stopped_by = side
-                return True
-        return False
-
-    # one model step ------------------------------------------------------------------------
-    async def _model_step(self, side: Literal["a", "b"], setup: SideSetup, ends_turn: bool = False) -> Message:
-        ex = self.ex
-        request = await self._assemble(side, setup)
-        if self._meter is not None:
-            self._meter.before_request(request)
-        msg_id = new_id("msg_")
-        reply = Message(thread_id=self.thread_id, role="assistant", content=None, id=msg_id, side=side if self.dual else None,
-                        metadata={"executionId": self.record.id, "step": ex.step_count})
-        self._partial = reply
-        self._partial_text = []
-        self._step = step = StepProbe()
-        history = self.ex.message_history
-        try:
-            response = await self._call_model(request, setup, reply)
-        except GuardrailTripped as trip:
-            return await self._output_tripped(setup, reply, trip)
-        self._partial = None
-        text = response.text or None
-        if text and ("<" in text):
-            visible, thought = strip_thinking(text)
-            if thought:
-                response.reasoning = "\n".join(p for p in (response.reasoning, thought) if p)
-                text = visible or None
-        out = self._output
-        if text and not response.tool_calls and setup.toolbox.tools and (out is None or not out.matches(text)):
-            recovered, remaining = recover_tool_calls(text, setup.toolbox.tools.keys())
-            if recovered:
-                response.tool_calls = [ToolCall(new_id("call_"), c.name, json.dumps(c.arguments)) for c in recovered]
-                text = remaining.strip() or None
-                reply.metadata["recoveredCalls"] = len(recovered)
-                await self._started_from_response(response, setup)
-        reply.content = text
-        reply.reasoning = response.reasoning
-        if response.thinking_blocks:
-            reply.metadata[THINKING_BLOCKS_KEY] = response.thinking_blocks
-        reply.tool_calls = list(response.tool_calls) or None
-        if self.client_tools is not None and reply.tool_calls:
-            reply.tool_calls = unique_client_ids(reply.tool_calls, self.client_tools.names)
-        reply.usage = response.usage
-        if response.finish_reason == "length":
-            reply.status = "truncated"
-        if response.model:
-            reply.metadata["model"] = response.model
-        step.finish(reply, response, request, history, self._used_model or setup.model, ex)
-        cost = reply.cost = self._call_cost
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
-        if self._meter is not None:
-            self._meter.record(response.usage, cost)
-        if response.usage is not None:
-            u = response.usage.to_dict()
-            for k, v in u.items():
-                self.usage[k] = self.usage.get(k, 0) + v
-            if self.bus.has_subscribers(self.thread_id):
-                self.bus.emit("usage", self.thread_id, {"messageId": msg_id, "usage": u, "step": ex.step_count,
-                                                        "cost": cost, "executionCost": self.cost})
-        if setup.output_guardrails and text and not setup.model.stream:
-            found = await run_guardrails(self.state, setup.output_guardrails, text, "output")
-            if found is not None:
-                return await self._output_tripped(setup, reply, GuardrailTripped(found, ""))
-        extra: list[Message] = []
-        verdict = out.judge(reply) if out is not None else None
-        if verdict is not None:
-            assert out is not None
-            self._verdict = verdict
-            if verdict.kind == "value":
-                self.value = verdict.value
-                reply.metadata["value"] = verdict.json_value
-                ends_turn = not self.dual
-                if self.bus.has_subscribers(self.thread_id):
-                    self.bus.emit("output", self.thread_id, {"messageId": msg_id, "value": verdict.json_value,
-                                                             "side": reply.side})
-            extra = [m for m in (out.tool_message(self.thread_id, verdict, reply.side),
-                                 out.retry_message(self.thread_id, verdict, reply.side)) if m is not None]
-        final = None
-        if ends_turn and not any(c.name != OUTPUT_TOOL_NAME for c in reply.tool_calls or ()) \
-                and (verdict is None or verdict.kind == "value"):
-            # The turn ends with this reply: record the execution's end in the same commit.
-            final = self._finish_record("complete", None, outcome="response")
-        stored = await self.rt.create_messages(self.state, [reply, *extra], execution=final)
-        if final is not None:
-            self._final_saved = True
-        reply = stored[0]
-        if text:
-            self.last_text = text
-        return reply
-
-    async def _assemble(self, side: Literal["a", "b"], setup: SideSetup) -> ModelRequest:
-        hooks = setup.hooks
-        state = self.state
-        system = setup.static_system
-        if system is None:
-            system = await self.rt.render_system(setup, state)
-        if hooks.has("after_system_message"):
-            replaced = await hooks.transform("after_system_message", state, system)
-            system = replaced if isinstance(replaced, str) else system
-        history = self.ex.message_history
-        if hooks.has("filter_messages"):
-            snapshot = [m for m in history if not m.hidden]
-            filtered = await hooks.transform("filter_messages", state, snapshot)
-            msgs = [m if isinstance(m, Message) else Message.from_dict(m) for m in filtered]
-            llm = self.rt.llm_cache.convert(msgs, side, self.dual)
-        else:
-            llm = self._converted(history, side)
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-        messages.extend(llm)
-        if setup.prompt.compaction_threshold and over_threshold(setup, messages) and await compact_if_needed(self, setup, system):
-            messages = [{"role": "system", "content": system}] if system else []
-            messages.extend(self._converted(self.ex.message_history, side))
-        if self.dual and (not llm or llm[-1]["role"] == "assistant"):
-            messages.append({"role": "user", "content": "(continue)"})
-        if hooks.has("prefilter_llm_history"):
-            messages = await hooks.transform("prefilter_llm_history", state, copy.deepcopy(messages))
-        model = setup.model
-        tools = setup.toolbox.offered
-        meta: dict[str, Any] = {"threadId": self.thread_id, "agent": self.agent.name}
-        if setup.ondemand:
-            names = [LOAD_TOOLS_NAME, *self.ex.loaded_tools]
-            tools = setup.tools_at(None, names)
-            meta["toolNames"] = names
-        client = self.client_tools
-        tool_choice: str | dict[str, Any] | None = setup.prompt.tool_choice if setup.toolbox.offered else None
-        parallel = setup.prompt.parallel_tool_calls
-        if client is not None:
-            tools = [*tools, *client.schemas]
-            if client.tool_choice is not None and self._client_choice_pending:
-                tool_choice = client.tool_choice
-            if client.parallel_tool_calls is not None:
-                parallel = client.parallel_tool_calls
-            self._client_choice_pending = False
-        request = ModelRequest(model=model.model, messages=messages, tools=tools,
-                               tool_choice=tool_choice,
-                               parallel_tool_calls=None if parallel else False,
-                               max_tokens=setup.prompt.max_tokens or model.max_tokens,
-                               temperature=setup.prompt.temperature if setup.prompt.temperature is not None else model.temperature,
-                               top_p=model.top_p, extra_body=model.extra_body, timeout=model.timeout,
-                               metadata=meta)
-        if self.sampling:
-            extra = self.sampling.get("extra_body")
-            request = dataclasses.replace(request, **{k: v for k, v in self.sampling.items() if k != "extra_body"})
-            if extra:
-                request.extra_body = {**request.extra_body, **extra}
-        return request
-
-    def _converted(self, history: list[Message], side: str) -> list[dict[str, Any]]:
-        """Model messages for the live history, converting only what was appended since
-        the last step (the history is append-only unless ``history_version`` moved)."""
-        cached = self._llm_state.get(side)
-        version = self.ex.history_version
-        if cached is None or cached[0] != version or cached[1] > len(history):
-            llm = self.rt.llm_cache.convert(history, side, self.dual)
-            self._llm_state[side] = (version, len(history), llm)
-            return llm
-        llm = cached[2]
-        if cached[1] < len(history):
-            llm.extend(self.rt.llm_cache.convert(history[cached[1]:], side, self.dual))
-            self._llm_state[side] = (version, len(history), llm)
-        return llm
-
-    async def _call_model(self, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
-        """Call the side's model, then each fallback on a retriable error."""
-        chain = [setup.model, *setup.fallbacks]
-        last: ProviderError | None = None
-        for i, model in enumerate(chain):
-            if i:
-                request.model = model.model
-            provider = self.rt.provider_for(model)
-            self._used_model = model
-            try:
-                with observe.model_call(model, request, (chain[i - 1].name, last) if i else None) as call:
-                    self._step.traced(call)
-                    response = await self._call_one(provider, model, request, setup, reply)
-                    # priced once here: the call's span carries it and the step reuses it
-                    self._call_cost = call_cost(model, response.usage, response.model)
-                    call.response(response, self._call_cost)
-                    return response
-            except ProviderError as exc:
-                last = exc
-                if not exc.retriable or not exc.before_first_token or i == len(chain) - 1:
-                    raise
-                self._step.failed(model, exc)
-                log.warning("model %s failed (%s); trying fallback %s", model.name, exc, chain[i + 1].name)
-        assert last is not None
-        raise last
-
-    async def _call_one(self, provider: Any, model: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
-        """One model, with tool schemas adapted to what this endpoint accepts.
-
-        A refusal of the tools' schema latches a looser level for (endpoint, model) and the
-        request is sent again; later requests go out at the latched level at once."""
-        latches = self.rt.capabilities
-        endpoint = model.base_url or model.provider
-        offered = request.tools
-        out = self._output
-        while True:
-            level = latches.level_for(endpoint, model.model) if offered else None
-            request.tools = setup.tools_at(level, request.metadata.get("toolNames")) if offered else offered
-            if offered and self.client_tools is not None and self.client_tools.schemas and level != "no_tools":
-                theirs = self.client_tools.schemas
-                request.tools = [*request.tools, *(theirs if level is None else prepare_tools(theirs, level))]
-            if level == "no_tools":
-                request.tool_choice = None
-            if out is not None:
-                out.shape(request, model, latches, level)
-            try:
-                if model.stream:
-                    return await self._stream(provider, request, setup, reply)
-                response = await provider.request(request)
-                await self._started_from_response(response, setup)
-                return response
-            except ProviderError as exc:
-                if out is not None and exc.before_first_token and out.refused(exc, model, latches):
-                    self._step.failed(model, exc)
-                    log.warning("%s refused %s output for %s (%s); asking for it as %s", endpoint, out.mode, model.model,
-                                exc, latches.output_mode_for(endpoint, model.model))
-                    continue
-                if not offered or not exc.before_first_token or not is_grammar_error(exc):
-                    raise
-                if latches.escalate(endpoint, model.model) is None:
-                    raise
-                self._step.failed(model, exc)
-                log.warning("%s refused the tool schemas of %s (%s); retrying with %s tools", endpoint, model.model,
-                            exc, latches.level_for(endpoint, model.model))
-
-    async def _started_from_response(self, response: ModelResponse, setup: SideSetup,
-                                     skip: set[int] | frozenset[int] = frozenset()) -> None:
-        """``tool_call_started`` for calls known only once the reply is complete."""
-        for i, call in enumerate(response.tool_calls):
-            if i in skip:
-                continue
-            tool = setup.toolbox.tools.get(call.name)
-            progress = None
-            if tool is not None and tool.progress_argument:
-                try:
-                    progress = json.loads(call.arguments or "{}").get(tool.progress_argument)
-                except (ValueError, AttributeError):
-                    progress = None
-            await self._tool_started(call, setup, None if progress is None else str(progress))
-
-    async def _tool_started(self, call: ToolCall, setup: SideSetup, progress: str | None) -> None:
-        self.bus.emit("tool_call_started", self.thread_id, {"id": call.id, "name": call.name, "progress": progress,
-                                                            "arguments": clip(call.arguments, self.rt.event_detail_limit)})
-        if setup.hooks.has("tool_call_started"):
-            await setup.hooks.notify("tool_call_started", self.state, call, progress)
-
-    async def _stream(self, provider: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
-        bus = self.bus
-        tid = self.thread_id
-        side = reply.side
-        text_parts: list[str] = []
-        self._partial_text = text_parts
-        calls: dict[int, dict[str, Any]] = {}
-        listening = bus.has_subscribers(tid)
-        out = self._output
-        growing = self._growing = PartialOutput(out.spec) if out is not None and listening else None
-        text_growing = growing if out is not None and out.mode != "tool" else None
-        splitter = FenceSplitter()
-        guard = None
-        if setup.output_guardrails:
-            def release(piece: str) -> None:
-                if bus.has_subscribers(tid):
-                    bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-
-            guard = OutputGuard(self.state, setup.output_guardrails, release, setup.prompt.guardrail_chunk_size)
-        # Closed as soon as this loop stops reading (a tripped guardrail, a stop, an error):
-        # the connection is dropped at once, so the model stops generating (and billing).
-        step = self._step
-        async with _closing(provider.stream(request)) as deltas:
-            async for delta in deltas:
-                if step.ttft is None:
-                    step.first_token()
-                if type(delta) is TextDelta:
-                    for kind, piece in splitter.feed(delta.text):
-                        if kind == "text":
-                            text_parts.append(piece)
-                            if guard is not None:
-                                await guard.feed(piece)
-                            elif listening:
-                                bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-                            if text_growing is not None and (grown := text_growing.feed(piece)) is not UNCHANGED:
-                                bus.emit("output_delta", tid, {"messageId": reply.id, "value": grown, "side": side})
-                        elif listening:
-                            bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-                elif type(delta) is ToolCallDelta:
-                    await self._on_call_delta(delta, calls, setup)
-                elif type(delta) is ReasoningDelta:
-                    if listening:
-                        bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": delta.text, "side": side})
-                elif type(delta) is StreamEnd:
-                    for kind, piece in splitter.flush():
-                        if kind == "text":
-                            text_parts.append(piece)
-                            if guard is not None:
-                                await guard.feed(piece)
-                            elif listening:
-                                bus.emit("message_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-                        elif listening:
-                            bus.emit("reasoning_chunk", tid, {"messageId": reply.id, "delta": piece, "side": side})
-                    if guard is not None:
-                        await guard.check()
-                    response = delta.response
-                    await self._started_from_response(response, setup, {i for i, slot in calls.items() if slot["started"]})
-                    return response
-        raise ProviderError("the model's stream ended without a final response", retriable=True, before_first_token=not text_parts)
-
-    async def _on_call_delta(self, delta: ToolCallDelta, calls: dict[int, dict[str, Any]], setup: SideSetup) -> None:
-        slot = calls.get(delta.index)
-        if slot is None:
-            slot = calls[delta.index] = {"id": delta.id or "", "name": delta.name or "", "args": [], "started": False}
-        else:
-            if delta.id:
-                slot["id"] = delta.id
-            if delta.name:
-                slot["name"] = slot["name"] or delta.name
-        if delta.arguments:
-            slot["args"].append(delta.arguments)
-            growing = self._growing
-            if growing is not None and slot["name"] == OUTPUT_TOOL_NAME \
-                    and (grown := growing.feed(delta.arguments)) is not UNCHANGED:
-                self.bus.emit("output_delta", self.thread_id, {"messageId": self._partial.id if self._partial else None,
-                                                               "value": grown, "side": self._partial.side if self._partial else None})
-        if slot["started"] or not slot["name"]:
-            return
-        tool = setup.toolbox.tools.get(slot["name"])
-        prog_arg = tool.progress_argument if tool is not None else None
-        if prog_arg is None:
-            slot["started"] = True
-            await self._tool_started(ToolCall(slot["id"], slot["name"], "".join(slot["args"])), setup, None)
-            return
-        value = _completed_string_arg("".join(slot["args"]), prog_arg)
-        if value is not None:
-            slot["started"] = True
-            await self._tool_started(ToolCall(slot["id"], slot["name"], "".join(slot["args"])), setup, value)
-
-    # tools ---------------------------------------------------------------------------------
     async def _run_tools(self, side: Literal["a", "b"], reply: Message, setup: SideSetup) -> list[ToolOutcome]:
         calls = reply.tool_calls or []
         client = self.client_tools
@@ -982,7 +435,7 @@ class Execution:
                                        "messageId": reply.id} for c in theirs]
                 await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=ours), setup)
                 self._client_after = None
-            await self._pause_for_client(reply, theirs)
+            await pause_for_client(self, reply, theirs)
         self.ex.used_tools.extend(c.name for c in calls)
         state = self.state
         hooks = setup.hooks
@@ -991,7 +444,7 @@ class Execution:
             free = [c for c in calls if c not in gated]
             if free:
                 await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=free), setup)
-            await self._pause_for_approval(side, reply, gated)
+            await pause_for_approval(self, side, reply, gated)
         if len(calls) == 1 or not setup.prompt.parallel_tool_calls:
             outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls]
         else:
@@ -1003,81 +456,3 @@ class Execution:
         queued, self.ex.queued_tools = self.ex.queued_tools, []
         for name, args in queued:
             await self.rt.run_queued_call(self.state, name, args, setup, side if self.dual else None, execution=self.record)
-
-
-class _Paused(Exception):
-    """Internal: the turn waits for approvals or for client tool results (``outcome``);
-    ``requests`` describe the pending calls."""
-
-    def __init__(self, requests: list[dict[str, Any]], outcome: str = "approval_required") -> None:
-        super().__init__("waiting for approval" if outcome == "approval_required" else "waiting for tool results")
-        self.requests = requests
-        self.outcome = outcome
-
-
-def _session_payload(binding: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """The message and attachments a session tool call carries, per its binding."""
-    message = None
-    attachments: list[str] = []
-    if binding is not None and binding.message_property:
-        value = args.get(binding.message_property)
-        message = value if isinstance(value, str) or value is None else json.dumps(value)
-    if binding is not None and binding.attachments_property:
-        value = args.get(binding.attachments_property)
-        if isinstance(value, str):
-            attachments = [value]
-        elif isinstance(value, list):
-            attachments = [str(v) for v in value]
-    return {"message": message, "attachments": attachments, "arguments": args}
-
-
-def _extract(result: str | None, prop: str | None) -> Any:
-    if result is None:
-        return None
-    try:
-        data = json.loads(result)
-    except ValueError:
-        return result if not prop else None
-    if prop and isinstance(data, dict):
-        return data.get(prop)
-    return data
-
-
-def _completed_string_arg(partial: str, key: str) -> str | None:
-    """The value of ``key`` once it has finished streaming in partial JSON text, else None."""
-    needle = f'"{key}"'
-    at = partial.find(needle)
-    if at < 0:
-        return None
-    i = partial.find(":", at + len(needle))
-    if i < 0:
-        return None
-    i += 1
-    n = len(partial)
-    while i < n and partial[i] in " \t\r\n":
-        i += 1
-    if i >= n:
-        return None
-    if partial[i] == '"':
-        j = i + 1
-        while j < n:
-            c = partial[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == '"':
-                try:
-                    return str(json.loads(partial[i:j + 1]))
-                except ValueError:
-                    return None
-            j += 1
-        return None
-    j = i
-    while j < n and partial[j] not in ",}":
-        j += 1
-    if j >= n:
-        return None
-    return partial[i:j].strip()
-
-
-_ = ToolResult  # re-exported type used in annotations elsewhere

@@ -28,14 +28,13 @@ from ..definitions import (
 from ..definitions.limits import UsageLimits
 from ..events import EventBus, Subscription
 from ..exceptions import NotFoundError
-from ..project import load_project
 from ..providers.base import ModelProvider
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult
 from ..registry import Registry
 from ..store.base import Store
 from ..toolcalls import CapabilityLatches
 from ..toolsets import PluginRegistry, plugins
-from . import approvals, handover, recovery, threadops, turns
+from . import approvals, handover, lifecycle, recovery, threadops, turns
 from . import client_tools as client_tools_mod
 from .client_tools import ClientTools
 from .context import LLMCache
@@ -45,7 +44,6 @@ from .options import TurnOptions
 from .setup import Setups, SideSetup
 from .state import ThreadState
 from .tools import ToolOutcome
-from .turns import ended
 
 __all__ = ["Runtime", "SideSetup"]
 
@@ -125,25 +123,11 @@ class Runtime:
         resume the turns of gone processes now (a server passes False and calls
         :meth:`take_over` once its streams' relay and event log listen, so no event of a
         resumed turn is published before they do)."""
-        from ..store import open_store
-
-        if isinstance(project, Registry):
-            registry = project
-        elif project is not None:
-            registry = load_project(project)
-        else:
-            registry = Registry()
-        if store is None:
-            root = registry.root if registry.root is not None else Path.cwd()
-            store = open_store(database_url, project_dir=Path(root))
-        await store.open()
+        registry, store = await lifecycle.open_parts(project, database_url, store)
         runtime = cls(registry, store, **options)
         if take_over:
             await runtime.take_over()
-        if registry.root is not None:
-            runtime._capabilities_file = Path(registry.root) / ".standardagents" / "capabilities.json"
-            if runtime._capabilities_file.is_file():
-                runtime.capabilities.import_capabilities(runtime._capabilities_file.read_text())
+        lifecycle.load_capabilities(runtime)
         return runtime
 
     async def aclose(self) -> None:
@@ -151,47 +135,13 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        recovery.LIVE_OWNERS.discard(self.owner)
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
-        tasks = {*self._running.values(), *self._tasks, *self._background}
-        for task in tasks:
-            task.cancel()
-        interrupted = False
-        try:
-            # asyncio.wait, not await: a cancellation of the caller stays the caller's
-            await ended(tasks)
-        except asyncio.CancelledError:
-            interrupted = True
-        for thread_id in list(self._claimed):
-            await recovery.release_thread(self, thread_id)
-        if self._capabilities_file is not None:
-            try:
-                self._capabilities_file.parent.mkdir(parents=True, exist_ok=True)
-                self._capabilities_file.write_text(self.capabilities.export_capabilities())
-            except OSError:
-                log.warning("could not save the capability latches to %s", self._capabilities_file)
-        if self.mcp_pool is not None:
-            try:
-                await self.mcp_pool.aclose()
-            except Exception:
-                log.exception("closing MCP sessions failed")
-        if self.sandbox_pool is not None:
-            try:
-                await self.sandbox_pool.close()
-            except Exception:
-                log.exception("closing the code sandbox failed")
-        await self.setups.aclose()
-        await self.store.close()
-        if interrupted:
-            raise asyncio.CancelledError
+        await lifecycle.close(self)
 
     async def __aenter__(self) -> Runtime:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
 
     # resolution (engine/setup.py) ----------------------------------------------------------
     async def agent(self, name: str, namespace: str | None = None) -> AgentDefinition:
@@ -284,12 +234,14 @@ class Runtime:
         return await threadops.hooks_of(self, state)
 
     # messages ------------------------------------------------------------------------------
-    async def create_messages(self, state: ThreadState, messages: list[Message], *, execution: ExecutionRecord | None = None,
-                              tool_results: list[dict[str, Any]] | None = None, hooks: HookSet | None = None) -> list[Message]:
+    def create_messages(self, state: ThreadState, messages: list[Message], *, execution: ExecutionRecord | None = None,
+                        tool_results: list[dict[str, Any]] | None = None,
+                        hooks: HookSet | None = None) -> Coroutine[Any, Any, list[Message]]:
         """Store messages from the engine in one transaction: hooks before and after, the
         live history, events. A failing ``before_create_message`` keeps the last good message."""
-        return await threadops.create_messages(self, state, messages, execution=execution, tool_results=tool_results,
-                                               hooks=hooks)
+        # the coroutine itself is returned: on every step's path, no extra frame to resume
+        return threadops.create_messages(self, state, messages, execution=execution, tool_results=tool_results,
+                                         hooks=hooks)
 
     async def engine_create_message(self, state: ThreadState, msg: Message, *, injected: bool) -> Message:
         return await threadops.engine_create_message(self, state, msg, injected=injected)
@@ -298,12 +250,12 @@ class Runtime:
         return await threadops.engine_update_message(self, state, message_id, updates)
 
     # tool results --------------------------------------------------------------------------
-    async def store_tool_outcomes(self, state: ThreadState, outcomes: list[ToolOutcome], side: Literal["a", "b"] | None,
-                                  hooks: HookSet, *, execution: ExecutionRecord | None = None,
-                                  sides: list[Literal["a", "b"] | None] | None = None) -> list[Message]:
+    def store_tool_outcomes(self, state: ThreadState, outcomes: list[ToolOutcome], side: Literal["a", "b"] | None,
+                            hooks: HookSet, *, execution: ExecutionRecord | None = None,
+                            sides: list[Literal["a", "b"] | None] | None = None) -> Coroutine[Any, Any, list[Message]]:
         """Tool messages and result rows for a step, in call order, in one transaction
         (``sides``: each outcome's own side, when they differ)."""
-        return await threadops.store_tool_outcomes(self, state, outcomes, side, hooks, execution=execution, sides=sides)
+        return threadops.store_tool_outcomes(self, state, outcomes, side, hooks, execution=execution, sides=sides)
 
     async def run_queued_call(self, state: ThreadState, name: str, args: dict[str, Any], setup: SideSetup | None,
                               side: Literal["a", "b"] | None, *, execution: ExecutionRecord | None = None) -> ToolResult:
