@@ -1,5 +1,5 @@
 """What tracing and metrics add to a step: the engine's per-step cost with observability off,
-compared with the code before observability existed, and with tracing on (a
+compared with the same engine without its observability call sites, and with tracing on (a
 ``BatchSpanProcessor``) or Prometheus metrics on.
 
 Workload: an instant in-process model asks for the ``add`` tool K times, then answers (K+1
@@ -7,8 +7,9 @@ model steps, K tool calls, everything persisted to a SQLite file). Each mode run
 processes, the modes alternating round by round so that machine load drifts hit them alike;
 figures are medians of µs per step over every run of a mode.
 
-* ``before``: the source tree at ``--baseline`` (default: the commit before observability
-  was added), extracted with ``git archive`` and imported instead of this checkout;
+* ``stripped``: this checkout's source (or the tree at ``--baseline REF``) with the engine's
+  observability call sites removed (``benchmarks/strip_observability.py``), imported instead
+  of this checkout: the engine as it would be without the observability layer;
 * ``off``: this checkout, no tracer provider, no metrics (the default outside a server);
 * ``on``: an SDK ``TracerProvider`` with a ``BatchSpanProcessor`` whose exporter drops the
   batches (export cost is on the processor's thread; what is measured is the turn's cost);
@@ -19,7 +20,13 @@ figures are medians of µs per step over every run of a mode.
 CPU time (all threads of the process, so the batch processor's work counts) is reported
 beside wall time: on a shared, loaded machine it is the steadier of the two.
 
-Usage: ``python benchmarks/tracing_overhead.py [--rounds 6] [--runs 60] [--k 10]``
+``--callgrind`` counts instructions instead (valgrind's callgrind; skipped with a message
+when valgrind is not installed): deterministic where times are noisy. Each of ``stripped``,
+``off``, ``on`` and the SDK's floor (the SDK calls of the same traced turns, made without the
+engine) runs twice, for 10 and for 40 turns; the difference, divided by the steps it adds,
+is the count per step, free of start-up and warm-up.
+
+Usage: ``python benchmarks/tracing_overhead.py [--rounds 6] [--runs 60] [--k 10] [--callgrind]``
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import asyncio
 import gc
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,6 +49,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from strip_observability import strip_tree  # noqa: E402
 
 
 def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
@@ -48,7 +60,8 @@ def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
 
     ``as_a_step``: the SDK calls a traced step cannot do without, per span: started under a
     current parent span, made current (attach, detach), given its closing attributes, ended;
-    what the engine adds beyond this is its own."""
+    what the engine adds beyond this is its own. The garbage collector is off while it runs,
+    as in the engine's runs."""
     from opentelemetry import context, trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -60,12 +73,14 @@ def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Drop()))
     tracer = provider.get_tracer("floor")
-    attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "m",
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "m",
              "server.address": "127.0.0.1", "server.port": 8000, "standardagents.step": 1}
-    end = {"gen_ai.response.model": "m", "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}
+    end: dict[str, Any] = {"gen_ai.response.model": "m", "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}
     parent = tracer.start_span("invoke_agent floor")
     outer = context.attach(trace.set_span_in_context(parent)) if as_a_step else None
     out = []
+    gc.collect()
+    gc.disable()
     for _ in range(20):
         t0, c0 = time.perf_counter_ns(), time.process_time_ns()
         if as_a_step:
@@ -80,11 +95,63 @@ def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
                 tracer.start_span("chat m", attributes=attrs).end()
         c1, t1 = time.process_time_ns(), time.perf_counter_ns()
         out.append([(t1 - t0) / 1000 / spans, (c1 - c0) / 1000 / spans])
+    gc.enable()
     if outer is not None:
         context.detach(outer)
     parent.end()
     provider.shutdown()
     return out
+
+
+def _sdk_turn(k: int, turns: int) -> None:
+    """The OpenTelemetry SDK's calls of ``turns`` traced turns of the workload, and nothing
+    else: per turn an ``invoke_agent`` span, current throughout; ``k`` + 1 ``chat`` spans and
+    ``k`` ``execute_tool`` spans under it, each made current, given its closing attributes and
+    ended; the same attributes as the engine's spans carry here. What tracing adds to a turn
+    beyond this is the engine's own code."""
+    from opentelemetry import context, trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    tracer = provider.get_tracer("floor")
+    agent: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench", "gen_ai.conversation.id": "thr_" + "0" * 32,
+        "standardagents.execution.id": "exe_" + "0" * 32, "standardagents.agent.type": "ai_human",
+        "standardagents.side": "a", "standardagents.resumed": False}
+    agent_end: dict[str, Any] = {"standardagents.outcome": "response", "standardagents.steps": k + 1,
+                                 "standardagents.stop_reason": "complete"}
+    chat: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "test",
+                            "gen_ai.request.model": "instant", "standardagents.model": "default", "standardagents.step": 1}
+    tool: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "add", "gen_ai.tool.type": "function",
+                            "standardagents.tool.origin": "code", "gen_ai.tool.description": "Add two integers.",
+                            "gen_ai.tool.call.id": "call_1"}
+    tool_end: dict[str, Any] = {"standardagents.tool.status": "success"}
+    gc.collect()
+    gc.disable()
+    for _ in range(turns):
+        parent = tracer.start_span("invoke_agent bench", attributes=agent)
+        outer = context.attach(trace.set_span_in_context(parent))
+        for step in range(k + 1):
+            for name, kind, attrs, end in (("chat instant", trace.SpanKind.CLIENT, chat, {}),
+                                           ("execute_tool add", trace.SpanKind.INTERNAL, tool, tool_end)):
+                if step == k and kind is trace.SpanKind.INTERNAL:
+                    break
+                span = tracer.start_span(name, kind=kind, attributes=dict(attrs))
+                token = context.attach(trace.set_span_in_context(span))
+                context.detach(token)
+                span.set_attributes(end)
+                span.end()
+        parent.set_attributes(agent_end)
+        context.detach(outer)
+        parent.end()
+    gc.enable()
+    provider.shutdown()
 
 
 def _paired(runs: int, k: int) -> dict[str, list[list[float]]]:
@@ -167,8 +234,9 @@ def _run_bench(runs: int, k: int, before_run: Any, record: Any) -> None:
     asyncio.run(main())
 
 
-def _worker(mode: str, runs: int, k: int) -> Any:
-    """Run in a fresh process: [wall, CPU] µs per step of each of ``runs`` runs."""
+def _worker(mode: str, runs: int, k: int, warmup: int | None = None) -> Any:
+    """Run in a fresh process: [wall, CPU] µs per step of each of ``runs`` runs (after
+    ``warmup`` runs, by default a fifth of ``runs``, at least 5)."""
     from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
     from standardagents.project import build_registry
     from standardagents.providers.base import ModelProvider, ModelRequest, ModelResponse
@@ -177,6 +245,9 @@ def _worker(mode: str, runs: int, k: int) -> Any:
 
     if mode == "sdk-span":
         return _sdk_floor(200)
+    if mode == "sdk-turn":
+        _sdk_turn(k, runs + (5 if warmup is None else warmup))
+        return []
     if mode == "paired":
         return _paired(runs, k)
     if mode == "on":
@@ -228,7 +299,7 @@ def _worker(mode: str, runs: int, k: int) -> Any:
             rt = await Runtime.open(registry, store=open_store(f"sqlite:///{Path(tmp) / 'bench.db'}"))
             rt.use_provider("default", InstantModel())
             try:
-                for _ in range(max(5, runs // 5)):
+                for _ in range(max(5, runs // 5) if warmup is None else warmup):
                     await rt.run("bench", "add 1 and 2")
                 out = []
                 gc.collect()
@@ -248,18 +319,17 @@ def _worker(mode: str, runs: int, k: int) -> Any:
 
 
 def _baseline_tree(ref: str | None, into: Path) -> tuple[str, Path]:
-    if ref is None:
-        added = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
-                                "src/standardagents/observability/__init__.py"],
-                               capture_output=True, text=True, check=True).stdout.split()
-        if not added:
-            raise SystemExit("no commit adds src/standardagents/observability: pass --baseline REF")
-        ref = added[-1] + "^"
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref, "src"],
-                             capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return ref, into / "src"
+    """The ``stripped`` tree: this checkout's source, or the tree at ``ref``, without the
+    engine's observability call sites."""
+    source = ROOT / "src"
+    if ref is not None:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref, "src"],
+                                 capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=BytesIO(archive)) as tar:
+            tar.extractall(into / "ref", filter="data")
+        source = into / "ref" / "src"
+    strip_tree(source, into / "src")
+    return f"{ref or 'this checkout'} without its observability call sites", into / "src"
 
 
 def _spawn(mode: str, runs: int, k: int, pythonpath: Path | None) -> list[list[float]]:
@@ -279,24 +349,33 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--baseline", default=None, help="git ref of the code before observability")
+    parser.add_argument("--baseline", default=None,
+                        help="git ref whose tree, stripped of observability, is the baseline (default: this checkout)")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="instruction counts per step under valgrind's callgrind instead of times")
+    parser.add_argument("--warmup", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--paired-only", action="store_true",
                         help="only the same-process comparison, printed for benchmarks/compare_trees.py")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(_worker(args.worker, args.runs, args.k)))
+        print(json.dumps(_worker(args.worker, args.runs, args.k, args.warmup)))
         return
     if args.paired_only:
         _print_paired(args.rounds, args.runs, args.k)
         return
+    if args.callgrind:
+        with tempfile.TemporaryDirectory() as tmp:
+            ref, tree = _baseline_tree(args.baseline, Path(tmp))
+            _print_instructions(args.k, tree, ref)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         ref, tree = _baseline_tree(args.baseline, Path(tmp))
-        samples: dict[str, list[list[float]]] = {"before": [], "off": [], "on": [], "metrics": [], "sdk-span": []}
+        samples: dict[str, list[list[float]]] = {"stripped": [], "off": [], "on": [], "metrics": [], "sdk-span": []}
         paired: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": []}
         for _ in range(args.rounds):
             for mode in samples:
-                samples[mode].extend(_spawn(mode, args.runs, args.k, tree if mode == "before" else None))
+                samples[mode].extend(_spawn(mode, args.runs, args.k, tree if mode == "stripped" else None))
             for mode, values in _spawn_paired(args.runs * 3, args.k).items():
                 paired[mode].extend(values)
     print(f"workload: {args.k} tool steps + 1 answer per run, SQLite file; {args.rounds} rounds x {args.runs} runs "
@@ -307,7 +386,7 @@ def main() -> None:
         print(f"{what}, median µs per step:")
         for mode in samples:
             print(f"  {mode:8s} {med[mode]:8.1f}" + ("   (one bare SDK span, for reference)" if mode == "sdk-span" else ""))
-        print(f"  off / before  = {med['off'] / med['before']:.3f}   (separate processes, alternating; target <= 1.03)")
+        print(f"  off / stripped = {med['off'] / med['stripped']:.3f}   (separate processes, alternating; target <= 1.03)")
         print("  same process, modes alternating run by run:")
         print(f"    off {pair['off']:.1f}, on {pair['on']:.1f}, metrics {pair['metrics']:.1f}")
         print(f"    on - off      = {pair['on'] - pair['off']:6.1f} µs/step (target < 30); on / off = {pair['on'] / pair['off']:.3f}")
@@ -336,6 +415,54 @@ def _print_paired(rounds: int, runs: int, k: int) -> None:
                   f"CPU {cpu - floor_cpu:.1f} µs/step (x{cpu / floor_cpu:.3f})")
         print(f"{mode} - off: wall {wall:.1f} µs/step (x{med[mode][0] / off[0]:.3f})   "
               f"CPU {cpu:.1f} µs/step (x{med[mode][1] / off[1]:.3f})")
+
+
+#: turns the second of each pair of instruction counts adds (the first runs 10)
+CALLGRIND_RUNS = (10, 40)
+
+
+def _print_instructions(k: int, tree: Path, baseline: str) -> None:
+    """Instructions per step of ``stripped``, ``off``, ``on`` and the SDK's floor for one
+    step, each the difference between two runs of different lengths."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("--callgrind: valgrind is not installed (e.g. apt-get install valgrind); no instruction counts")
+        return
+    steps = (CALLGRIND_RUNS[1] - CALLGRIND_RUNS[0]) * (k + 1)
+    per_step: dict[str, float] = {}
+    for mode in ("stripped", "off", "on", "sdk-turn"):
+        counts = [_instructions(valgrind, mode, runs, k, tree if mode == "stripped" else None)
+                  for runs in CALLGRIND_RUNS]
+        per_step[mode] = (counts[1] - counts[0]) / steps
+    stripped, off, on, floor = (per_step[m] for m in ("stripped", "off", "on", "sdk-turn"))
+    print(f"instructions per step (callgrind; {k} tool steps + 1 answer per turn, turns {CALLGRIND_RUNS[1]} "
+          f"minus turns {CALLGRIND_RUNS[0]}); stripped: {baseline}")
+    print(f"  stripped  {stripped:12,.0f}")
+    print(f"  off       {off:12,.0f}   off / stripped = {off / stripped:.4f} (target <= 1.03)")
+    print(f"  on        {on:12,.0f}   on - off = {on - off:,.0f}; on / off = {on / off:.3f}")
+    print(f"  sdk floor {floor:12,.0f}   (the OpenTelemetry SDK's calls of the same traced turns, alone)")
+    print(f"  on - off - sdk floor = {on - off - floor:,.0f} per step: the engine's own share of tracing's "
+          f"{on - off:,.0f} ({(on - off - floor) / (on - off):.1%})")
+
+
+def _instructions(valgrind: str, mode: str, runs: int, k: int, pythonpath: Path | None) -> int:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    env["PYTHONHASHSEED"] = "0"
+    # the heartbeat beats by the clock, and valgrind slows the clock's turns fiftyfold: no beat
+    # within a run, so that a count per step holds steps' work only
+    env["STANDARDAGENTS_EXECUTION_LEASE"] = "86400"
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
+                        "--worker", mode, "--runs", str(runs), "--k", str(k), "--warmup", "5"],
+                       env=env, capture_output=True, text=True, check=True,
+                       cwd=str(pythonpath.parent) if pythonpath is not None else None)
+        found = re.search(r"^summary: (\d+)$", out.read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"callgrind wrote no summary for {mode}")
+    return int(found.group(1))
 
 
 def _spawn_paired(runs: int, k: int) -> dict[str, list[list[float]]]:

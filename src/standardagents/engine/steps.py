@@ -48,13 +48,10 @@ class StepProbe:
 
     def traced(self, call: Any) -> None:
         """Follow the observed call (its first token is this step's), and keep the trace id
-        of its span, when tracing made one."""
+        of its span, when tracing made one (``call.trace_id``: None when not traced)."""
         self.call = call
-        span = getattr(call, "span", None)
-        if span is not None and self.trace_id is None:
-            ctx = span.get_span_context()
-            if ctx.trace_id:
-                self.trace_id = format(ctx.trace_id, "032x")
+        if self.trace_id is None:
+            self.trace_id = call.trace_id
 
     def finish(self, reply: Message, response: Any, request: Any, history: list[Message], model: Any,
                ex: ExecutionState) -> None:

@@ -131,6 +131,8 @@ def parse_arguments(text: str, tool: ToolDefinition | None) -> tuple[dict[str, A
 async def run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, hooks: HookSet, *,
                         default_timeout: float | None = None) -> ToolOutcome:
     """Execute one call and run its hooks; always returns an outcome."""
+    if not observe.observed:
+        return await _run_tool_call(state, call, toolbox, hooks, default_timeout)
     with observe.tool_call(call, toolbox.tools.get(call.name)) as probe:
         outcome = await _run_tool_call(state, call, toolbox, hooks, default_timeout)
         probe.outcome(outcome)

@@ -2,8 +2,10 @@
 
 The engine calls :func:`run_execution`, :func:`step`, :func:`model_call` and
 :func:`tool_call`; everything else (OpenTelemetry spans, Prometheus instruments, the ids
-JSON logs carry) lives here. When neither tracing nor metrics is on, each call is a
-context-variable read that finds nothing, so the engine's hot path stays as it was.
+JSON logs carry) lives here. When neither tracing nor metrics is on, the engine's hot call
+sites first read :data:`observed` (0: nothing in this process is observed) and skip the
+call, so the hot path stays as it was; the other calls are a context-variable read that
+finds nothing.
 
 Tracing is on when OpenTelemetry has a real ``TracerProvider``: the global one (the
 user's own, or the one :func:`configure_from_env` builds from the ``OTEL_*`` variables)
@@ -14,10 +16,11 @@ OpenTelemetry's metrics API when there is a real ``MeterProvider`` (global, from
 
 from __future__ import annotations
 
+import threading
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from . import otel_metrics, tracing
+from . import metrics, otel_metrics, tracing
 from .otel_metrics import set_meter_provider
 from .tracing import (
     capture_content,
@@ -39,6 +42,7 @@ __all__ = [
     "event",
     "hook",
     "model_call",
+    "observed",
     "relay_lag",
     "run_execution",
     "set_meter_provider",
@@ -54,11 +58,26 @@ _probe: ContextVar[Any] = ContextVar("standardagents_probe", default=None)
 #: (thread id, execution id) of the execution running in this context, for log records
 _ids: ContextVar[tuple[str, str] | None] = ContextVar("standardagents_ids", default=None)
 
+#: how many executions of this process are observed at this moment. A hot call site of the
+#: engine reads it first and, at 0, skips the call altogether; otherwise the probe of its own
+#: context (None for an execution that started unobserved) decides
+observed = 0
+_observed_lock = threading.Lock()  # executions may run on several threads' event loops
+
+
+def _count(delta: int) -> None:
+    global observed
+    with _observed_lock:
+        observed += delta
+
 
 class _Nothing:
     """The shared stand-in returned when nothing observes: every method does nothing."""
 
     __slots__ = ()
+
+    #: no span, so no trace to name (what a traced model call carries here)
+    trace_id = None
 
     def __enter__(self) -> _Nothing:
         return self
@@ -101,6 +120,7 @@ async def run_execution(execution: Execution) -> ExecutionResult:
         if probe is None:
             return await execution.run()
         token = _probe.set(probe)
+        _count(1)
         try:
             result = None
             try:
@@ -109,14 +129,13 @@ async def run_execution(execution: Execution) -> ExecutionResult:
             finally:
                 probe.finish(result)
         finally:
+            _count(-1)
             _probe.reset(token)
     finally:
         _ids.reset(ids)
 
 
 def _begin(execution: Execution) -> Any:
-    from . import metrics
-
     tracer = tracing.tracer()
     meter: Any = metrics.active()
     otel = otel_metrics.active()
@@ -183,8 +202,6 @@ def effect_run(effect: Any) -> Any:
 def relay_lag(seconds: float) -> None:
     """An event published by another worker was delivered here ``seconds`` after its
     publication (recorded by the Prometheus and OpenTelemetry instruments that are on)."""
-    from . import metrics
-
     prometheus = metrics.active()
     if prometheus is not None:
         prometheus.relay_lag.observe(seconds)

@@ -119,6 +119,8 @@ class ExecutionProbe:
         self.meter = meter
         self.agent = execution.agent.name
         self.span: Any = None
+        #: the trace id (32 hex digits) of this execution's spans, for the step records
+        self.trace_id: str | None = None
         self._token: Any = None
         self._step_started: float | None = None
         self._started = time.perf_counter()
@@ -149,6 +151,8 @@ class ExecutionProbe:
             for call_id, decision in (resume.get("decisions") or {}).items():
                 span.add_event("standardagents.approval.decided", {
                     "standardagents.call.id": call_id, "standardagents.approved": bool(decision.get("approved"))})
+        trace_id = span.get_span_context().trace_id
+        self.trace_id = format(trace_id, "032x") if trace_id else None
         self._token = _context.attach(_trace.set_span_in_context(span))
 
     # steps ---------------------------------------------------------------------------------
@@ -164,9 +168,8 @@ class ExecutionProbe:
     def tool_call(self, call: Any, tool: Any) -> _ToolCall:
         return _ToolCall(self, call, tool)
 
-    def hook(self, name: str, hook_id: str) -> Any:
-        return _trace.use_span(self.tracer.start_span(f"hook {name}", attributes={
-            "standardagents.hook.name": name, "standardagents.hook.id": hook_id}), end_on_exit=True)
+    def hook(self, name: str, hook_id: str) -> _HookCall:
+        return _HookCall(self.tracer, name, hook_id)
 
     # the end -------------------------------------------------------------------------------
     def finish(self, result: ExecutionResult | None) -> None:
@@ -179,17 +182,15 @@ class ExecutionProbe:
         span = self.span
         if span is None:
             return
-        ex = self.execution.ex
-        span.set_attribute("standardagents.outcome", outcome)
-        span.set_attribute("standardagents.steps", ex.step_count)
+        end: dict[str, Any] = {"standardagents.outcome": outcome, "standardagents.steps": self.execution.ex.step_count}
         if result is not None:
-            span.set_attribute("standardagents.stop_reason", result.stop_reason)
+            end["standardagents.stop_reason"] = result.stop_reason
             if result.stopped_by:
-                span.set_attribute("standardagents.stopped_by", result.stopped_by)
+                end["standardagents.stopped_by"] = result.stopped_by
             usage = result.usage
             if usage:
-                span.set_attribute("gen_ai.usage.input_tokens", usage.get("prompt_tokens", 0))
-                span.set_attribute("gen_ai.usage.output_tokens", usage.get("completion_tokens", 0))
+                end["gen_ai.usage.input_tokens"] = usage.get("prompt_tokens", 0)
+                end["gen_ai.usage.output_tokens"] = usage.get("completion_tokens", 0)
             payload = result.payload or {}
             if outcome == "approval_required":
                 for request in payload.get("approvals", ()):
@@ -200,13 +201,14 @@ class ExecutionProbe:
             elif outcome == "handoff":
                 span.add_event("standardagents.handoff", {})
             if result.stop_reason == "error":
-                span.set_attribute("error.type", outcome)
+                end["error.type"] = outcome
                 span.set_status(Status(StatusCode.ERROR, result.error or outcome))
             if self.capture and result.text:
-                span.set_attribute("gen_ai.output.messages", json.dumps(
-                    [{"role": "assistant", "parts": [{"type": "text", "content": result.text}]}]))
+                end["gen_ai.output.messages"] = json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": result.text}]}])
         else:
             span.set_status(Status(StatusCode.ERROR, "the execution raised"))
+        span.set_attributes(end)
         if self._token is not None:
             _context.detach(self._token)
             self._token = None
@@ -214,10 +216,19 @@ class ExecutionProbe:
 
 
 class _ModelCall:
-    """One model call: the ``chat {model}`` span (current while it runs) and its figures."""
+    """One model call: the ``chat {model}`` span (current while it runs) and its figures.
+
+    The span stays current for the whole call, not only while the request is sent: a
+    provider of the user's, an instrumented HTTP client, a log record written meanwhile or
+    a ``traceparent`` injected with OpenTelemetry's own API all see it as their parent."""
+
+    __slots__ = ("_started", "_token", "cost", "fallback_from", "model", "probe", "reply", "request", "span",
+                 "trace_id", "ttft")
 
     def __init__(self, probe: ExecutionProbe, model: Any, request: Any, fallback_from: Any) -> None:
         self.probe = probe
+        #: the trace of the call's span (None: not traced), for the step's record
+        self.trace_id = probe.trace_id
         self.model = model
         self.request = request
         self.fallback_from = fallback_from
@@ -315,8 +326,13 @@ class _ModelCall:
 
 
 class _ToolCall:
-    """One tool call: the ``execute_tool {tool}`` span (current while the tool runs, so a
-    subagent's execution nests under it) and its count."""
+    """One tool call: the ``execute_tool {tool}`` span and its count.
+
+    The span is current for the whole call, its argument checks included: the tool, its
+    ``after_tool_call_*`` hooks (spans of their own), an MCP request (which carries the
+    span's ``traceparent``) and a subagent's execution all run inside it and nest under it."""
+
+    __slots__ = ("_token", "call", "probe", "result", "span", "tool")
 
     def __init__(self, probe: ExecutionProbe, call: Any, tool: Any) -> None:
         self.probe = probe
@@ -369,6 +385,31 @@ class _ToolCall:
         span.set_attributes(end)
         if self._token is not None:
             _context.detach(self._token)
+        span.end()
+
+
+class _HookCall:
+    """One hook invocation: its ``hook {name}`` span, current while the hook runs; a hook
+    that raises leaves an ``exception`` event and an error status (the engine then logs it
+    and goes on)."""
+
+    __slots__ = ("_token", "span")
+
+    def __init__(self, tracer: Any, name: str, hook_id: str) -> None:
+        self.span = tracer.start_span(f"hook {name}", attributes={
+            "standardagents.hook.name": name, "standardagents.hook.id": hook_id})
+        self._token: Any = None
+
+    def __enter__(self) -> _HookCall:
+        self._token = _context.attach(_trace.set_span_in_context(self.span))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        span = self.span
+        _context.detach(self._token)
+        if isinstance(exc, Exception):
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         span.end()
 
 
