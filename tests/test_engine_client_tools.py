@@ -64,6 +64,27 @@ async def test_a_client_call_pauses_the_turn_and_its_result_continues_the_same_e
         await rt.aclose()
 
 
+async def test_a_client_wait_that_lapses_leaves_no_call_index_behind(stub, tmp_path: Path) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city": "Paris"}')]), "Never mind then.")
+    rt = await _open(stub, tmp_path)
+    try:
+        thread = await rt.create_thread("clerk")
+        paused = await (await rt.start(thread.id, "Weather in Paris?", client_tools=WEATHER))
+        call_id = paused.payload["toolCalls"][0]["id"]
+        record = await rt.store.get_execution(paused.execution_id)
+        assert record is not None
+        # the client tools are kept once, with the turn's options
+        assert "clientTools" not in record.state and record.state["options"]["clientTools"]["schemas"]
+        assert await rt.store.get_env("system", "client_tool_calls", call_id) is not None
+        # the conversation moves on without the result: the wait lapses, and its index with it
+        await (await rt.start(thread.id, "Forget it."))
+        assert (await rt.store.get_execution(paused.execution_id)).status == "cancelled"  # type: ignore[union-attr]
+        assert await rt.store.get_env("system", "client_tool_calls", call_id) is None
+        assert await rt.waiting_for_tool_results([call_id]) is None
+    finally:
+        await rt.aclose()
+
+
 async def test_concurrent_results_continue_the_turn_once(stub, tmp_path: Path) -> None:
     stub.queue(StubReply(tool_calls=[("get_weather", "{}")]), "Done.")
     rt = await _open(stub, tmp_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,31 @@ def test_a_new_user_message_instead_of_the_results_lets_the_wait_lapse(door: Liv
     assert reply.choices[0].message.content == "Fine, Rome then."
     executions = _api(door, f"/api/threads/{thread_id}/executions")["executions"]
     assert sorted(e["status"] for e in executions) == ["cancelled", "complete"]
+
+
+def _indexed_calls(tmp_path: Path) -> list[str]:
+    """The call ids the store's client-call index holds (read from the server's database)."""
+    with sqlite3.connect(tmp_path / "door.db") as db:
+        rows = db.execute("SELECT key FROM env_values WHERE scope = 'system' AND scope_id = 'client_tool_calls'")
+        return [key for (key,) in rows]
+
+
+def test_deleting_a_thread_waiting_for_client_results_drops_its_call_index(door: LiveServer, stub: OpenAIStub,
+                                                                          tmp_path: Path) -> None:
+    stub.queue(StubReply(tool_calls=[("get_weather", '{"city":"Paris"}')]))
+    with _sync(door) as client:
+        first = client.chat.completions.with_raw_response.create(model="helper", messages=_ASK, tools=[WEATHER])
+        thread_id = first.headers["x-thread-id"]
+        (call,) = first.parse().choices[0].message.tool_calls or []
+    assert _indexed_calls(tmp_path) == [call.id]
+    with httpx.Client(base_url=door.base_url, headers=door.headers) as c:
+        assert c.delete(f"/api/threads/{thread_id}").status_code == 204
+    assert _indexed_calls(tmp_path) == []
+    # the answer to a call of the deleted thread finds no turn: a new conversation starts
+    stub.queue("No idea.")
+    with _sync(door) as client:
+        reply = client.chat.completions.create(model="helper", messages=_answer(call, "sunny"))
+    assert reply.choices[0].message.content == "No idea."
 
 
 @pytest.mark.parametrize("door_kind", ["chat", "responses"])

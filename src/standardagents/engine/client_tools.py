@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from .options import TurnOptions
     from .runtime import Runtime
 
-__all__ = ["WAITING_FOR", "ClientToolError", "ClientTools", "client_tools", "find_waiting", "submit_results",
-           "unique_client_ids"]
+__all__ = ["WAITING_FOR", "ClientToolError", "ClientTools", "client_tools", "find_waiting", "forget_calls",
+           "forget_thread", "submit_results", "unique_client_ids"]
 
 #: the ``waitingFor`` mark of an execution paused for client tool results
 WAITING_FOR = "client_tools"
@@ -131,6 +131,20 @@ async def index_calls(rt: Runtime, record: ExecutionRecord, call_ids: list[str])
         await rt.store.set_env(_INDEX_SCOPE, _INDEX_ID, call_id, {"thread": record.thread_id, "execution": record.id})
 
 
+async def forget_calls(rt: Runtime, record: ExecutionRecord) -> None:
+    """Drop the call-id index rows of a client wait that ended (answered, lapsed, deleted)."""
+    for call in record.state.get("clientCalls", []):
+        await rt.store.delete_env(_INDEX_SCOPE, _INDEX_ID, call["id"])
+
+
+async def forget_thread(rt: Runtime, thread_id: str) -> None:
+    """Drop the index rows of the thread's client waits (before the thread is deleted: the
+    index lives outside the thread's own rows)."""
+    for record in await rt.store.list_executions(thread_id=thread_id, status="waiting"):
+        if record.state.get("waitingFor") == WAITING_FOR:
+            await forget_calls(rt, record)
+
+
 async def find_waiting(rt: Runtime, call_ids: list[str], thread_id: str | None = None) -> ExecutionRecord | None:
     """The execution waiting for the results of ``call_ids`` (on ``thread_id`` when given;
     else found through the calls' ids), or None."""
@@ -180,8 +194,7 @@ async def submit_results(rt: Runtime, execution_id: str, results: dict[str, str]
             break
     else:
         raise ClientToolError("the results could not be recorded: the execution kept changing; try again")
-    for call_id in pending:
-        await rt.store.delete_env(_INDEX_SCOPE, _INDEX_ID, call_id)
+    await forget_calls(rt, record)
     thread = await rt.get_thread(record.thread_id)
     agent = await rt.agent(thread.agent, thread.package)
     return rt._track(rt._execute(thread, agent, None, record.side, resume=record, options=options), thread.id)

@@ -263,8 +263,6 @@ class Execution:
         if self.subagent_usage:
             state["subagentUsage"] = self.subagent_usage
             state["subagentCost"] = self.subagent_cost
-        if self.client_tools is not None:
-            state["clientTools"] = self.client_tools.to_state()
         if self.options is not None and self.options.state:
             state[OPTIONS_KEY] = self.options.state
         if ex.hooks_run or ex.guardrails_run:

@@ -207,18 +207,10 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         if message is not None and ex.message_history and ex.message_history[-1].role == "tool":
             # a turn left waiting for client tool results, answered through the history
             # with a new message: the conversation moved on, the wait lapses
-            for waiting in await rt.store.list_executions(thread_id=thread.id, status="waiting"):
-                if waiting.state.get("waitingFor") == client_tools_mod.WAITING_FOR:
-                    waiting.status = waiting.stop_reason = "cancelled"
-                    waiting.updated_at = now_ms()
-                    await rt.store.save_execution(waiting)
+            await _lapse_waits(rt, thread.id, client_only=True)
         if _has_unanswered_calls(ex.message_history):
-            for waiting in await rt.store.list_executions(thread_id=thread.id, status="waiting"):
-                # a new message moves the conversation on: pending approvals lapse
-                waiting.status = "cancelled"
-                waiting.stop_reason = "cancelled"
-                waiting.updated_at = now_ms()
-                await rt.store.save_execution(waiting)
+            # a new message moves the conversation on: pending approvals lapse
+            await _lapse_waits(rt, thread.id, client_only=False)
             await threadops.repair_transcript(rt, state, reason="the call was not approved before the conversation moved on"
                                          if message is not None else "no result was recorded for this call")
         if message is not None:
@@ -371,6 +363,20 @@ async def ended(tasks: set[asyncio.Task[Any]]) -> None:
     for task in tasks:
         if not task.cancelled():
             task.exception()
+
+
+async def _lapse_waits(rt: Runtime, thread_id: str, *, client_only: bool) -> None:
+    """Cancel the thread's waiting executions (only those waiting for client tool results, or
+    all), dropping the call-id index rows of client waits with them."""
+    for waiting in await rt.store.list_executions(thread_id=thread_id, status="waiting"):
+        client = waiting.state.get("waitingFor") == client_tools_mod.WAITING_FOR
+        if client_only and not client:
+            continue
+        waiting.status = waiting.stop_reason = "cancelled"
+        waiting.updated_at = now_ms()
+        await rt.store.save_execution(waiting)
+        if client:
+            await client_tools_mod.forget_calls(rt, waiting)
 
 
 def _has_unanswered_calls(history: list[Message]) -> bool:

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..costs import UsageTotals, summarize
 from ..definitions.limits import usage_limits
 from ..engine.busy import BUSY_POLICIES
+from ..engine.client_tools import forget_thread
 from ..engine.output import output_spec
 from ..engine.steps import execution_summary, load_execution
 from ..exceptions import DefinitionError, StandardAgentsError
@@ -287,6 +288,7 @@ async def delete_thread(request: Request) -> Response:
     await rt.stop(thread.id)
     if await rt.running_threads([thread.id]):
         raise ApiError(409, f"thread {thread.id} is running a turn that did not stop; try again", code="thread_busy")
+    await forget_thread(rt, thread.id)
     await rt.store.delete_thread(thread.id)
     return Response(status_code=204)
 
