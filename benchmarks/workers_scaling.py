@@ -52,12 +52,17 @@ def _cpu_seconds(pids: set[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-async def _replied(client: httpx.AsyncClient, thread_id: str) -> bool:
-    """Whether the thread holds its turn's final reply (an assistant message with text and no calls)."""
-    response = await client.get(f"/api/threads/{thread_id}/messages")
-    response.raise_for_status()
-    return any(m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")
-               for m in response.json()["messages"])
+async def _replied(base: str, headers: dict[str, str], thread_ids: list[str]) -> int:
+    """How many of the threads hold their turn's final reply (an assistant message with text and
+    no calls); read on new connections (the server may close the kept-alive ones of the run)."""
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+        replied = 0
+        for thread_id in thread_ids:
+            response = await client.get(f"/api/threads/{thread_id}/messages")
+            response.raise_for_status()
+            replied += any(m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")
+                           for m in response.json()["messages"])
+        return replied
 
 
 async def _one_run(project: Path, workers: int, threads: int, request_timeout: float) -> float:
@@ -83,7 +88,7 @@ async def _one_run(project: Path, workers: int, threads: int, request_timeout: f
                 turns = await asyncio.gather(*(run_turn(client, t) for t in ids), return_exceptions=True)
                 wall = time.perf_counter() - start
                 cpu, own = _cpu_seconds(pids) - cpu, time.process_time() - own
-                replied = sum(await asyncio.gather(*(_replied(client, t) for t in ids)))
+            replied = await _replied(base, headers, ids)
             broken = sum(1 for t in turns if isinstance(t, BaseException))
             rate = replied / wall
             print(f"  --workers {workers}: {rate:6.1f} turns/s ({replied} of {threads} turns replied in {wall:.2f} s"
