@@ -24,7 +24,7 @@ from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .owners import gone
 from .state import ThreadState
-from .tools import Toolbox, ToolOutcome, run_tool_call
+from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
@@ -96,23 +96,18 @@ async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: Agen
     the others are answered with :data:`NOT_RUN_AGAIN`; stored in one transaction."""
     state = ThreadState(rt, thread, agent, thread.package)
     state._hooks = HookSet()
-    history = await rt.store.list_messages(thread.id)
-    answered = {m.tool_call_id for m in history if m.role == "tool"}
     cut: list[tuple[Message, ToolOutcome]] = []
-    for m in history:
-        for call in (m.tool_calls or []) if m.role == "assistant" else []:
-            if call.id in answered:
-                continue
-            try:
-                tool = await rt._resolve_tool(call.name, thread.package, agent)
-            except Exception:
-                tool = None
-            if tool is not None and tool.idempotent:
-                outcome = await run_tool_call(state, call, Toolbox({call.name: tool}), HookSet(),
-                                              default_timeout=rt.tool_timeout)
-            else:
-                outcome = ToolOutcome(call, ToolResult("error", error=NOT_RUN_AGAIN), None)
-            cut.append((m, outcome))
+    for m, call in unanswered_calls(await rt.store.list_messages(thread.id)):
+        try:
+            tool = await rt._resolve_tool(call.name, thread.package, agent)
+        except Exception:
+            tool = None
+        if tool is not None and tool.idempotent:
+            outcome = await run_tool_call(state, call, Toolbox({call.name: tool}), HookSet(),
+                                          default_timeout=rt.tool_timeout)
+        else:
+            outcome = ToolOutcome(call, ToolResult("error", error=NOT_RUN_AGAIN), None)
+        cut.append((m, outcome))
     if cut:
         await rt.store_tool_outcomes(state, [o for _m, o in cut], None, HookSet(),
                                      sides=[m.side for m, _o in cut])

@@ -15,7 +15,7 @@ from ..records import ExecutionRecord, Message, ThreadRecord, ToolCall, ToolResu
 from .context import clip
 from .hooks import HookSet
 from .state import ThreadState
-from .tools import Toolbox, ToolOutcome, run_tool_call
+from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 
 if TYPE_CHECKING:
     from .loop import ExecutionResult
@@ -247,13 +247,8 @@ async def engine_invoke_tool(rt: Runtime, state: ThreadState, name: str, args: d
 async def repair_transcript(rt: Runtime, state: ThreadState, *, reason: str = "no result was recorded for this call") -> int:
     """Give every tool call without a result an error result, so requests stay valid."""
     history = state.execution.message_history if state.execution else await state.get_messages()
-    answered = {m.tool_call_id for m in history if m.role == "tool"}
-    outcomes = []
-    for m in history:
-        if m.role == "assistant" and m.tool_calls:
-            for call in m.tool_calls:
-                if call.id not in answered:
-                    outcomes.append((m.side, ToolOutcome(call, ToolResult("error", error=f"Error: {reason}"), None)))
+    outcomes = [(m.side, ToolOutcome(call, ToolResult("error", error=f"Error: {reason}"), None))
+                for m, call in unanswered_calls(history)]
     if outcomes:  # one transaction for all of them: the transcript is whole or untouched
         await store_tool_outcomes(rt, state, [out for _side, out in outcomes], None, HookSet(),
                                        sides=[side for side, _out in outcomes])

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from .. import observability as observe
 from ..definitions import ToolDefinition, define_tool
 from ..exceptions import ModelRetry
-from ..records import ToolCall, ToolResult
+from ..records import Message, ToolCall, ToolResult
 from ..toolcalls import parse_tool_arguments
 from .context import dumps
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .hooks import HookSet
     from .state import ThreadState
 
-__all__ = ["ToolOutcome", "Toolbox", "normalise_result", "run_tool_call", "session_tool"]
+__all__ = ["ToolOutcome", "Toolbox", "normalise_result", "run_tool_call", "session_tool", "unanswered_calls"]
 
 
 @dataclass
@@ -192,3 +192,11 @@ def _as_result(value: Any) -> ToolResult:
     if isinstance(value, dict):
         return ToolResult.from_dict(value)
     return normalise_result(value)
+
+
+def unanswered_calls(history: list[Message]) -> list[tuple[Message, ToolCall]]:
+    """The tool calls of the history that have no result (after a crash, a cancel or a
+    lapsed wait), each with the reply that made it, in order."""
+    answered = {m.tool_call_id for m in history if m.role == "tool"}
+    return [(m, call) for m in history if m.role == "assistant" and m.tool_calls
+            for call in m.tool_calls if call.id not in answered]

@@ -28,6 +28,7 @@ from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .overrides import SideOverride
 from .state import ExecutionState, ThreadState
+from .tools import unanswered_calls
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -208,7 +209,7 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
             # a turn left waiting for client tool results, answered through the history
             # with a new message: the conversation moved on, the wait lapses
             await _lapse_waits(rt, thread.id, client_only=True)
-        if _has_unanswered_calls(ex.message_history):
+        if unanswered_calls(ex.message_history):
             # a new message moves the conversation on: pending approvals lapse
             await _lapse_waits(rt, thread.id, client_only=False)
             await threadops.repair_transcript(rt, state, reason="the call was not approved before the conversation moved on"
@@ -379,12 +380,3 @@ async def _lapse_waits(rt: Runtime, thread_id: str, *, client_only: bool) -> Non
             await client_tools_mod.forget_calls(rt, waiting)
 
 
-def _has_unanswered_calls(history: list[Message]) -> bool:
-    """Whether some tool call in the history has no result (after a crash or a cancel)."""
-    pending: set[str] = set()
-    for m in history:
-        if m.role == "assistant" and m.tool_calls:
-            pending.update(c.id for c in m.tool_calls)
-        elif m.role == "tool" and m.tool_call_id:
-            pending.discard(m.tool_call_id)
-    return bool(pending)
