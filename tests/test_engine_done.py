@@ -9,9 +9,11 @@ and send it, once). A client following the thread reconnects with ``Last-Event-I
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import httpx
 from standardagents.engine.done import DONE_KEY
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
+from store_fixtures import Backend, backend  # noqa: F401 - the fixture
 from test_server_crash import Follower, _logged
 from test_server_workers import EXE, _admin_token, _free_port, _wait_ready
 
@@ -140,3 +143,78 @@ async def test_a_turn_ended_as_its_process_died_gets_its_done_once_after_the_res
     done = next(e for _, e in logged if e["type"] == "done")
     assert done["data"]["stopReason"] == "complete" and done["data"]["outcome"] == "response"
     assert record is not None and record.status == "complete" and DONE_KEY in record.state
+
+
+# -- in process: two runtimes recovering the same lost done, and the bus holding a thread ------
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    return dead.pid
+
+
+def _runtime_registry() -> Any:
+    from standardagents import define_agent, define_prompt
+    from standardagents.project import build_registry
+
+    return build_registry(define_agent(name="clerk", side_a={"prompt": "p"}), define_prompt(name="p", prompt="x"))
+
+
+async def test_two_runtimes_recovering_a_lost_done_at_once_write_and_send_it_once(backend: Backend) -> None:  # noqa: F811
+    from standardagents import Runtime
+    from standardagents.engine.done import recover_done
+    from standardagents.eventlog import EventLog
+    from standardagents.records import ExecutionRecord, ThreadRecord, now_ms
+
+    runtimes = [await Runtime.open(_runtime_registry(), store=backend.new_store()) for _ in range(2)]
+    logs = [EventLog(rt.bus, rt.store) for rt in runtimes]
+    for event_log in logs:
+        event_log.start()
+    try:
+        store = runtimes[0].store
+        thread = await store.create_thread(ThreadRecord(agent="clerk"))
+        # a turn that ended (its record says so) in a process that died before its done was written
+        ended = ExecutionRecord(thread_id=thread.id, status="complete", stop_reason="complete",
+                                state={"outcome": "response", "value": None})
+        await store.save_execution(ended)
+        owner = f"{socket.gethostname()}:{_dead_pid()}:0123456789ab"
+        assert await store.claim_env("lock", "", thread.id, {"owner": owner}, now_ms())
+        subs = [rt.subscribe(thread.id) for rt in runtimes]
+        await asyncio.gather(*(rt.recover() for rt in runtimes))
+        sent = [s.queue.get_nowait() for s in subs for _ in range(s.queue.qsize())]
+        assert [(e.type, e.data["executionId"]) for e in sent] == [("done", ended.id)]
+        for event_log in logs:
+            await event_log.flush()
+        _floor, logged = await store.read_events(thread.id, 0)
+        assert [(t, d["executionId"], d["stopReason"]) for _i, t, d, _ts in logged] == [("done", ended.id, "complete")]
+        record = await store.get_execution(ended.id)
+        assert record is not None and record.state[DONE_KEY] == logged[0][0] == sent[0].id
+        # a second look (the dead process's claim is gone by now) sends the logged done again,
+        # under its id, and writes nothing
+        await recover_done(runtimes[1], thread.id)
+        again = subs[1].queue.get_nowait()
+        assert (again.type, again.id) == ("done", sent[0].id)
+        assert len((await store.read_events(thread.id, 0))[1]) == 1
+    finally:
+        for event_log in logs:
+            await event_log.aclose()
+        for rt in runtimes:
+            await rt.aclose()
+
+
+def test_events_of_a_held_thread_wait_behind_the_held_event_in_order() -> None:
+    from standardagents.events import Event, EventBus
+
+    bus = EventBus()
+    sub = bus.subscribe("thr_1")
+    other = bus.subscribe("thr_2")
+    held_id = bus.hold("thr_1")
+    bus.emit("message_queued", "thr_1", {"n": 1})
+    bus.emit("log", "thr_2", {"n": 2})  # another thread is not held
+    assert sub.queue.qsize() == 0 and other.queue.qsize() == 1
+    bus.release("thr_1", Event("done", "thr_1", {}, held_id))
+    got = [sub.queue.get_nowait() for _ in range(sub.queue.qsize())]
+    assert [e.type for e in got] == ["done", "message_queued"]
+    assert got[0].id == held_id < got[1].id
