@@ -22,6 +22,7 @@ from . import busy as busy_policy
 from . import client_tools as client_tools_mod
 from .client_tools import ClientTools
 from .compaction import place_summaries
+from .done import publish_done
 from .handover import HANDED_OVER
 from .loop import Execution, ExecutionResult
 from .options import STATE_KEY as OPTIONS_KEY
@@ -274,7 +275,7 @@ async def failed_before_run(rt: Runtime, thread: ThreadRecord, record: Execution
     except Exception:
         log.exception("could not settle execution %s", record.id)
     rt.bus.emit("error", thread.id, {"message": error, "code": "error"})
-    rt.bus.emit("done", thread.id, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": error})
+    await publish_done(rt, record, {"stopReason": "error", "executionId": record.id, "outcome": "error", "error": error})
     return ExecutionResult(thread.id, record.id, "error", "error", error=error)
 
 
