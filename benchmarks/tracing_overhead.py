@@ -23,8 +23,8 @@ beside wall time: on a shared, loaded machine it is the steadier of the two.
 ``--callgrind`` counts instructions instead (valgrind's callgrind; skipped with a message
 when valgrind is not installed): deterministic where times are noisy. Each of ``stripped``,
 ``off``, ``on`` and the SDK's floor (the SDK calls of the same traced turns, made without the
-engine) runs twice, for 10 and for 40 turns; the difference, divided by the steps it adds,
-is the count per step, free of start-up and warm-up.
+engine) runs once under valgrind, and only the ``--runs`` measured turns are counted (all
+threads; start-up and warm-up left out), divided by their steps.
 
 Usage: ``python benchmarks/tracing_overhead.py [--rounds 6] [--runs 60] [--k 10] [--callgrind]``
 """
@@ -103,7 +103,13 @@ def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
     return out
 
 
-def _sdk_turn(k: int, turns: int) -> None:
+def _mark() -> None:
+    """Where the measured turns begin and end, for ``--callgrind``: valgrind writes its counts
+    when this calls ``getloadavg``, which nothing else here calls."""
+    os.getloadavg()
+
+
+def _sdk_turn(k: int, turns: int, warmup: int) -> None:
     """The OpenTelemetry SDK's calls of ``turns`` traced turns of the workload, and nothing
     else: per turn an ``invoke_agent`` span, current throughout; ``k`` + 1 ``chat`` spans and
     ``k`` ``execute_tool`` spans under it, each made current, given its closing attributes and
@@ -134,7 +140,9 @@ def _sdk_turn(k: int, turns: int) -> None:
     tool_end: dict[str, Any] = {"standardagents.tool.status": "success"}
     gc.collect()
     gc.disable()
-    for _ in range(turns):
+    for turn in range(turns):
+        if turn == warmup:
+            _mark()
         parent = tracer.start_span("invoke_agent bench", attributes=agent)
         outer = context.attach(trace.set_span_in_context(parent))
         for step in range(k + 1):
@@ -150,6 +158,7 @@ def _sdk_turn(k: int, turns: int) -> None:
         parent.set_attributes(agent_end)
         context.detach(outer)
         parent.end()
+    _mark()
     gc.enable()
     provider.shutdown()
 
@@ -246,7 +255,7 @@ def _worker(mode: str, runs: int, k: int, warmup: int | None = None) -> Any:
     if mode == "sdk-span":
         return _sdk_floor(200)
     if mode == "sdk-turn":
-        _sdk_turn(k, runs + (5 if warmup is None else warmup))
+        _sdk_turn(k, runs + (5 if warmup is None else warmup), 5 if warmup is None else warmup)
         return []
     if mode == "paired":
         return _paired(runs, k)
@@ -304,12 +313,14 @@ def _worker(mode: str, runs: int, k: int, warmup: int | None = None) -> Any:
                 out = []
                 gc.collect()
                 gc.disable()
+                _mark()
                 for _ in range(runs):
                     t0, c0 = time.perf_counter_ns(), time.process_time_ns()
                     result = await rt.run("bench", "add 1 and 2")
                     c1, t1 = time.process_time_ns(), time.perf_counter_ns()
                     out.append([(t1 - t0) / 1000 / (k + 1), (c1 - c0) / 1000 / (k + 1)])
                     assert result.stop_reason == "complete"
+                _mark()
                 gc.enable()
                 return out
             finally:
@@ -367,7 +378,7 @@ def main() -> None:
     if args.callgrind:
         with tempfile.TemporaryDirectory() as tmp:
             ref, tree = _baseline_tree(args.baseline, Path(tmp))
-            _print_instructions(args.k, tree, ref)
+            _print_instructions(args.runs, args.k, tree, ref)
         return
     with tempfile.TemporaryDirectory() as tmp:
         ref, tree = _baseline_tree(args.baseline, Path(tmp))
@@ -417,26 +428,16 @@ def _print_paired(rounds: int, runs: int, k: int) -> None:
               f"CPU {cpu:.1f} µs/step (x{med[mode][1] / off[1]:.3f})")
 
 
-#: turns the second of each pair of instruction counts adds (the first runs 10)
-CALLGRIND_RUNS = (10, 40)
-
-
-def _print_instructions(k: int, tree: Path, baseline: str) -> None:
-    """Instructions per step of ``stripped``, ``off``, ``on`` and the SDK's floor for one
-    step, each the difference between two runs of different lengths."""
+def _print_instructions(runs: int, k: int, tree: Path, baseline: str) -> None:
+    """Instructions per step of ``stripped``, ``off``, ``on`` and the SDK's floor."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         print("--callgrind: valgrind is not installed (e.g. apt-get install valgrind); no instruction counts")
         return
-    steps = (CALLGRIND_RUNS[1] - CALLGRIND_RUNS[0]) * (k + 1)
-    per_step: dict[str, float] = {}
-    for mode in ("stripped", "off", "on", "sdk-turn"):
-        counts = [_instructions(valgrind, mode, runs, k, tree if mode == "stripped" else None)
-                  for runs in CALLGRIND_RUNS]
-        per_step[mode] = (counts[1] - counts[0]) / steps
+    per_step = {mode: _instructions(valgrind, mode, runs, k, tree if mode == "stripped" else None) / (runs * (k + 1))
+                for mode in ("stripped", "off", "on", "sdk-turn")}
     stripped, off, on, floor = (per_step[m] for m in ("stripped", "off", "on", "sdk-turn"))
-    print(f"instructions per step (callgrind; {k} tool steps + 1 answer per turn, turns {CALLGRIND_RUNS[1]} "
-          f"minus turns {CALLGRIND_RUNS[0]}); stripped: {baseline}")
+    print(f"instructions per step (callgrind; {runs} turns of {k} tool steps + 1 answer); stripped: {baseline}")
     print(f"  stripped  {stripped:12,.0f}")
     print(f"  off       {off:12,.0f}   off / stripped = {off / stripped:.4f} (target <= 1.03)")
     print(f"  on        {on:12,.0f}   on - off = {on - off:,.0f}; on / off = {on / off:.3f}")
@@ -455,11 +456,12 @@ def _instructions(valgrind: str, mode: str, runs: int, k: int, pythonpath: Path 
         env["PYTHONPATH"] = str(pythonpath)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
-        subprocess.run([valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__,
-                        "--worker", mode, "--runs", str(runs), "--k", str(k), "--warmup", "5"],
+        # a count is written at each _mark(): the second holds the measured turns alone
+        subprocess.run([valgrind, "--tool=callgrind", "--dump-before=getloadavg", f"--callgrind-out-file={out}",
+                        sys.executable, __file__, "--worker", mode, "--runs", str(runs), "--k", str(k), "--warmup", "5"],
                        env=env, capture_output=True, text=True, check=True,
                        cwd=str(pythonpath.parent) if pythonpath is not None else None)
-        found = re.search(r"^summary: (\d+)$", out.read_text(), re.MULTILINE)
+        found = re.search(r"^summary: (\d+)$", Path(f"{out}.2").read_text(), re.MULTILINE)
     if found is None:
         raise SystemExit(f"callgrind wrote no summary for {mode}")
     return int(found.group(1))

@@ -359,7 +359,8 @@ class Execution:
                 return
             ex.step_count += 1
             ex.side_steps[side] += 1
-            observe.step()
+            if observe.observed:
+                observe.step()
             if setup.mcp_generation is not None:
                 fresh = await self.rt.setups.current_setup(setup)
                 setup = setup if fresh is setup else await self._overridden(side, fresh)

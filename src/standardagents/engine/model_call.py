@@ -235,6 +235,10 @@ async def _call_model(x: Execution, request: ModelRequest, setup: SideSetup, rep
         provider = x.rt.setups.provider_for(model)
         x._used_model = model
         try:
+            if not observe.observed:
+                response = await _call_one(x, provider, model, request, setup, reply)
+                x._call_cost = call_cost(model, response.usage, response.model)
+                return response
             with observe.model_call(model, request, (chain[i - 1].name, last) if i else None) as call:
                 x._step.traced(call)
                 response = await _call_one(x, provider, model, request, setup, reply)
