@@ -15,7 +15,10 @@ figures are medians of µs per step over every run of a mode.
   batches (export cost is on the processor's thread; what is measured is the turn's cost);
 * ``metrics``: Prometheus instruments on, tracing off (what ``serve`` does by default);
 * ``sdk-span``: for reference, one bare span of the OpenTelemetry SDK (start, end) into the
-  same processor: a traced step makes two spans (``chat`` and ``execute_tool``).
+  same processor: a traced step makes two spans (``chat`` and ``execute_tool``);
+* ``sdk in turn`` (same process as ``off``, ``on`` and ``metrics``): tracing off, but each
+  model request makes the SDK floor's two spans (as a step makes them): what the SDK's calls
+  alone cost amid a real turn, where caches are colder than in a tight loop.
 
 CPU time (all threads of the process, so the batch processor's work counts) is reported
 beside wall time: on a shared, loaded machine it is the steadier of the two.
@@ -53,6 +56,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from strip_observability import strip_tree  # noqa: E402
 
+#: the floor spans' attributes at their start and their end
+FLOOR_ATTRIBUTES: dict[str, Any] = {
+    "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "m",
+    "server.address": "127.0.0.1", "server.port": 8000, "standardagents.step": 1}
+FLOOR_END: dict[str, Any] = {"gen_ai.response.model": "m", "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}
+
 
 def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
     """[wall, CPU] µs of one bare SDK span (start with six attributes, end) into a
@@ -73,9 +82,7 @@ def _sdk_floor(spans: int, as_a_step: bool = False) -> list[list[float]]:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Drop()))
     tracer = provider.get_tracer("floor")
-    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "m",
-             "server.address": "127.0.0.1", "server.port": 8000, "standardagents.step": 1}
-    end: dict[str, Any] = {"gen_ai.response.model": "m", "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}
+    attrs, end = FLOOR_ATTRIBUTES, FLOOR_END
     parent = tracer.start_span("invoke_agent floor")
     outer = context.attach(trace.set_span_in_context(parent)) if as_a_step else None
     out = []
@@ -166,6 +173,7 @@ def _sdk_turn(k: int, turns: int, warmup: int) -> None:
 def _paired(runs: int, k: int) -> dict[str, list[list[float]]]:
     """One process, one runtime; off, on and metrics take turns run by run, so the machine's
     load hits the three alike (the steadier comparison of the three)."""
+    from opentelemetry import context, trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -180,17 +188,35 @@ def _paired(runs: int, k: int) -> dict[str, list[list[float]]]:
     provider.add_span_processor(BatchSpanProcessor(Drop()))
     meter = metrics.enable()
     metrics._active = None
+    floor_tracer = provider.get_tracer("floor")
+    floor_parent = floor_tracer.start_span("invoke_agent floor")
+    floor: list[Any] = []  # the token of the floor's parent context while a floor run runs
 
-    def configure(mode: str) -> None:
+    def floor_spans() -> None:
+        for _ in range(2 if floor else 0):
+            span = floor_tracer.start_span("chat m", kind=trace.SpanKind.CLIENT, attributes=FLOOR_ATTRIBUTES)
+            token = context.attach(trace.set_span_in_context(span))
+            context.detach(token)
+            span.set_attributes(FLOOR_END)
+            span.end()
+
+    out: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": [], "sdk in turn": []}
+    modes = list(out)
+
+    def configure(i: int) -> None:
+        mode = modes[i % len(modes)]
         observability.set_tracer_provider(provider if mode == "on" else None)
         metrics._active = meter if mode == "metrics" else None
+        if floor:
+            context.detach(floor.pop())
+        if mode == "sdk in turn":
+            floor.append(context.attach(trace.set_span_in_context(floor_parent)))
 
-    out: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": []}
-    _run_bench(runs, k, lambda i: configure(list(out)[i % 3]), lambda i, v: out[list(out)[i % 3]].append(v))
+    _run_bench(runs, k, configure, lambda i, value: out[modes[i % len(modes)]].append(value), floor_spans)
     return out
 
 
-def _run_bench(runs: int, k: int, before_run: Any, record: Any) -> None:
+def _run_bench(runs: int, k: int, before_run: Any, record: Any, on_request: Any = None) -> None:
     from standardagents import Runtime, define_agent, define_model, define_prompt, define_tool
     from standardagents.project import build_registry
     from standardagents.providers.base import ModelProvider, ModelRequest, ModelResponse
@@ -202,6 +228,8 @@ def _run_bench(runs: int, k: int, before_run: Any, record: Any) -> None:
             self.step = 0
 
         async def request(self, request: ModelRequest) -> ModelResponse:
+            if on_request is not None:
+                on_request()
             self.step += 1
             if self.step <= k:
                 return ModelResponse(tool_calls=[ToolCall(f"call_{self.step}", "add", '{"a": 1, "b": 2}')])
@@ -224,7 +252,7 @@ def _run_bench(runs: int, k: int, before_run: Any, record: Any) -> None:
             rt = await Runtime.open(registry, store=open_store(f"sqlite:///{Path(tmp) / 'bench.db'}"))
             rt.use_provider("default", InstantModel())
             try:
-                for i in range(max(6, runs // 5)):
+                for i in range(max(8, runs // 5)):
                     before_run(i)
                     await rt.run("bench", "add 1 and 2")
                 gc.collect()
@@ -383,11 +411,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ref, tree = _baseline_tree(args.baseline, Path(tmp))
         samples: dict[str, list[list[float]]] = {"stripped": [], "off": [], "on": [], "metrics": [], "sdk-span": []}
-        paired: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": []}
+        paired: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": [], "sdk in turn": []}
         for _ in range(args.rounds):
             for mode in samples:
                 samples[mode].extend(_spawn(mode, args.runs, args.k, tree if mode == "stripped" else None))
-            for mode, values in _spawn_paired(args.runs * 3, args.k).items():
+            for mode, values in _spawn_paired(args.runs * 4, args.k).items():
                 paired[mode].extend(values)
     print(f"workload: {args.k} tool steps + 1 answer per run, SQLite file; {args.rounds} rounds x {args.runs} runs "
           f"per mode; baseline {ref}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
@@ -402,14 +430,17 @@ def main() -> None:
         print(f"    off {pair['off']:.1f}, on {pair['on']:.1f}, metrics {pair['metrics']:.1f}")
         print(f"    on - off      = {pair['on'] - pair['off']:6.1f} µs/step (target < 30); on / off = {pair['on'] / pair['off']:.3f}")
         print(f"    metrics - off = {pair['metrics'] - pair['off']:6.1f} µs/step; metrics / off = {pair['metrics'] / pair['off']:.3f}")
+        print(f"    sdk in turn - off = {pair['sdk in turn'] - pair['off']:6.1f} µs/step (the SDK's calls of two spans a step, "
+              "made alone amid the turn)")
+        print(f"    on - sdk in turn  = {pair['on'] - pair['sdk in turn']:6.1f} µs/step (the engine's own share)")
 
 
 def _print_paired(rounds: int, runs: int, k: int) -> None:
     """off / on / metrics in one process per round, one line per mode (ratios against off),
     plus the SDK's own floor: two bare spans, what a traced step cannot go below."""
-    paired: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": []}
+    paired: dict[str, list[list[float]]] = {"off": [], "on": [], "metrics": [], "sdk in turn": []}
     for _ in range(rounds):
-        for mode, values in _spawn_paired(runs * 3, k).items():
+        for mode, values in _spawn_paired(runs * 4, k).items():
             paired[mode].extend(values)
     med = {mode: [statistics.median(v[i] for v in values) for i in (0, 1)] for mode, values in paired.items()}
     for label, as_a_step in (("two sdk spans", False), ("two sdk spans as a step", True)):
@@ -424,6 +455,8 @@ def _print_paired(rounds: int, runs: int, k: int) -> None:
             floor_wall, floor_cpu = med["two sdk spans as a step"]
             print(f"on - off - sdk floor: wall {wall - floor_wall:.1f} µs/step (x{wall / floor_wall:.3f})   "
                   f"CPU {cpu - floor_cpu:.1f} µs/step (x{cpu / floor_cpu:.3f})")
+            print(f"on - sdk in turn (the engine's own share): wall {med['on'][0] - med['sdk in turn'][0]:.1f} µs/step   "
+                  f"CPU {med['on'][1] - med['sdk in turn'][1]:.1f} µs/step")
         print(f"{mode} - off: wall {wall:.1f} µs/step (x{med[mode][0] / off[0]:.3f})   "
               f"CPU {cpu:.1f} µs/step (x{med[mode][1] / off[1]:.3f})")
 
