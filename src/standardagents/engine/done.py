@@ -10,7 +10,8 @@ the log has it. That is one database round trip per turn end, none per step.
 
 A process that dies between the turn's end and that write leaves a record without the mark.
 A runtime cleaning up after it (:func:`.recovery.recover`, which finds the thread claim the
-dead process held) writes the ``done`` then, from the record, and publishes it; a record that
+dead process held: a process of its own host whose pid is gone, as claims of other hosts are
+left to expire) writes the ``done`` then, from the record, and publishes it; a record that
 has the mark gets its logged ``done`` published again, since the dead process may not have
 sent it to the other workers. The mark is a compare-and-set, so of the process ending the
 turn and any runtimes recovering it (several may start together) exactly one writes a
