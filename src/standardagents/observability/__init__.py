@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import metrics, otel_metrics, tracing
 from .otel_metrics import set_meter_provider
+from .probe import ExecutionProbe, ModelCallProbe, ToolCallProbe, effect_span
 from .tracing import (
     capture_content,
     carried_context,
@@ -143,15 +144,13 @@ def _begin(execution: Execution) -> Any:
         meter = otel if meter is None else otel_metrics.Both(meter, otel)
     if tracer is None and meter is None:
         return None
-    from .probe import ExecutionProbe
-
     return ExecutionProbe(execution, tracer, meter)
 
 
 def step() -> None:
     """A step of the current execution starts (closes the previous step's timing)."""
     probe = _probe.get()
-    if probe is not None:
+    if probe is not None and probe.meter is not None:
         probe.step()
 
 
@@ -162,7 +161,7 @@ def model_call(model: Any, request: Any, fallback_from: Any = None) -> Any:
     the model's stream is not wrapped) and ``.response(r, cost)`` records the reply and its
     price (computed once by the engine)."""
     probe = _probe.get()
-    return NOTHING if probe is None else probe.model_call(model, request, fallback_from)
+    return NOTHING if probe is None else ModelCallProbe(probe, model, request, fallback_from)
 
 
 def event(name: str, attributes: dict[str, Any]) -> None:
@@ -184,7 +183,7 @@ def tool_call(call: Any, tool: Any) -> Any:
     """A context manager around one tool call: ``execute_tool {tool}`` span and counts;
     ``.outcome(o)`` records how it ended."""
     probe = _probe.get()
-    return NOTHING if probe is None else probe.tool_call(call, tool)
+    return NOTHING if probe is None else ToolCallProbe(probe, call, tool)
 
 
 def effect_run(effect: Any) -> Any:
@@ -194,8 +193,6 @@ def effect_run(effect: Any) -> Any:
     tracer = tracing.tracer()
     if tracer is None:
         return NOTHING
-    from .probe import effect_span
-
     return effect_span(tracer, effect)
 
 

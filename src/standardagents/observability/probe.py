@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - metrics without the OpenTelemetry API
 if TYPE_CHECKING:
     from ..engine.loop import Execution, ExecutionResult
 
-__all__ = ["ExecutionProbe", "effect_span"]
+__all__ = ["ExecutionProbe", "ModelCallProbe", "ToolCallProbe", "effect_span"]
 
 def _scalars(data: dict[str, Any], prefix: str = "standardagents.") -> dict[str, Any]:
     return {prefix + k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
@@ -157,16 +157,11 @@ class ExecutionProbe:
 
     # steps ---------------------------------------------------------------------------------
     def step(self) -> None:
+        """A step starts: the previous one's duration goes to the meter (called only with one)."""
         now = time.perf_counter()
         if self._step_started is not None and self.meter is not None:
             self.meter.step(self.agent, now - self._step_started)
         self._step_started = now
-
-    def model_call(self, model: Any, request: Any, fallback_from: Any) -> _ModelCall:
-        return _ModelCall(self, model, request, fallback_from)
-
-    def tool_call(self, call: Any, tool: Any) -> _ToolCall:
-        return _ToolCall(self, call, tool)
 
     def hook(self, name: str, hook_id: str) -> _HookCall:
         return _HookCall(self.tracer, name, hook_id)
@@ -215,7 +210,7 @@ class ExecutionProbe:
         span.end()
 
 
-class _ModelCall:
+class ModelCallProbe:
     """One model call: the ``chat {model}`` span (current while it runs) and its figures.
 
     The span stays current for the whole call, not only while the request is sent: a
@@ -239,7 +234,7 @@ class _ModelCall:
         self.reply: Any = None
         self.cost: float | None = None
 
-    def __enter__(self) -> _ModelCall:
+    def __enter__(self) -> ModelCallProbe:
         self._started = time.perf_counter()
         tracer = self.probe.tracer
         if tracer is None:
@@ -325,7 +320,7 @@ class _ModelCall:
         span.end()
 
 
-class _ToolCall:
+class ToolCallProbe:
     """One tool call: the ``execute_tool {tool}`` span and its count.
 
     The span is current for the whole call, its argument checks included: the tool, its
@@ -342,7 +337,7 @@ class _ToolCall:
         self._token: Any = None
         self.result: Any = None
 
-    def __enter__(self) -> _ToolCall:
+    def __enter__(self) -> ToolCallProbe:
         tracer = self.probe.tracer
         if tracer is None:
             return self
