@@ -19,7 +19,7 @@ from ..records import ExecutionRecord
 from .ops import replace_execution
 from .schema import event_floors, event_log
 
-__all__ = ["BatchRow", "append_batches", "log_ending", "prune_events", "read_events"]
+__all__ = ["APPEND", "BatchRow", "append_batches", "batch_params", "log_ending", "prune_events", "read_events"]
 
 #: one stored batch: stream, last id, first id, event count, events (JSON text), last ts
 BatchRow = tuple[str, int, int, int, str, float]
@@ -42,15 +42,18 @@ def _build() -> tuple[dict[str, Insert], dict[str, Insert]]:
     return append, floor
 
 
-_APPEND, _FLOOR = _build()
+APPEND, _FLOOR = _build()
+
+
+def batch_params(rows: Sequence[BatchRow]) -> list[dict[str, Any]]:
+    return [{"stream": s, "id": last, "first_id": first, "count": n, "events": text, "ts": ts}
+            for s, last, first, n, text, ts in rows]
 
 
 def append_batches(conn: Connection, rows: Sequence[BatchRow]) -> int:
     if not rows:
         return 0
-    conn.execute(_APPEND[conn.dialect.name],
-                 [{"stream": s, "id": last, "first_id": first, "count": n, "events": text, "ts": ts}
-                  for s, last, first, n, text, ts in rows])
+    conn.execute(APPEND[conn.dialect.name], batch_params(rows))
     return sum(r[3] for r in rows)
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import JSON, ClauseElement, Dialect, Select
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from ..records import ExecutionRecord, Message
-from . import ops
+from . import eventops, ops
 
 __all__ = ["CompiledSQL", "SQLiteFastPath"]
 
@@ -75,6 +75,9 @@ class SQLiteFastPath:
         self._insert_msg = CompiledSQL(ops.INSERT_MSG, dialect, insert_keys)
         self._insert_tr = CompiledSQL(ops.INSERT_TR, dialect, list(ops.TR_COLS))
         self._upsert_exec = CompiledSQL(ops.UPSERT_EXEC["sqlite"], dialect)
+        self._replace_exec = CompiledSQL(ops.REPLACE_EXEC, dialect)
+        self._append_events = CompiledSQL(eventops.APPEND["sqlite"], dialect,
+                                          ["stream", "id", "first_id", "count", "events", "ts"])
         self._lists: dict[tuple[bool, bool, bool], CompiledSQL] = {}
         self._loads = getattr(dialect, "_json_deserializer", None) or json.loads
 
@@ -95,6 +98,18 @@ class SQLiteFastPath:
         if execution is not None:
             plan = self._upsert_exec
             cursor.execute(plan.sql, plan.params(ops.execution_params(execution)))
+
+    def log_ending(self, cursor: Any, execution: ExecutionRecord, expected_updated_at: int,
+                   rows: Sequence[eventops.BatchRow]) -> bool:
+        """:func:`.eventops.log_ending` on the cursor (the caller owns the transaction)."""
+        plan = self._replace_exec
+        cursor.execute(plan.sql, plan.params(ops.replace_execution_params(execution, execution.status,
+                                                                          expected_updated_at)))
+        if cursor.rowcount != 1:
+            return False
+        plan = self._append_events
+        cursor.executemany(plan.sql, [plan.params(p) for p in eventops.batch_params(rows)])
+        return True
 
     def list_messages(self, cursor: Any, thread_id: str, limit: int | None, offset: int,
                       include_silent: bool, include_hidden: bool, newest_first: bool) -> list[Message]:

@@ -66,6 +66,7 @@ __all__ = [
     "INSERT_MSG",
     "INSERT_TR",
     "MSG_COLS",
+    "REPLACE_EXEC",
     "TOKEN_PREFIX",
     "UPSERT_EXEC",
     "execution_params",
@@ -75,6 +76,7 @@ __all__ = [
     "list_usage",
     "message_from_row",
     "message_params",
+    "replace_execution_params",
     "tool_result_params",
 ]
 
@@ -421,14 +423,24 @@ def save_execution(conn: Connection, execution: ExecutionRecord) -> None:
     conn.execute(UPSERT_EXEC[_dialect(conn)], execution_params(execution))
 
 
+_EXEC_SET = [c for c in _EXEC_COLS if c not in ("id", "thread_id", "created_at")]
+#: the compare-and-set of an execution (parameters: :func:`replace_execution_params`)
+REPLACE_EXEC = (update(executions)
+                .where(executions.c.id == bindparam("expected_id"), executions.c.status == bindparam("expected_status"),
+                       executions.c.updated_at == bindparam("expected_updated_at"))
+                .values({c: bindparam(f"new_{c}", type_=executions.c[c].type) for c in _EXEC_SET}))
+
+
+def replace_execution_params(execution: ExecutionRecord, expected_status: str, expected_updated_at: int) -> dict[str, Any]:
+    params = execution_params(execution)
+    return {"expected_id": execution.id, "expected_status": expected_status, "expected_updated_at": expected_updated_at,
+            **{f"new_{c}": params[c] for c in _EXEC_SET}}
+
+
 def replace_execution(conn: Connection, execution: ExecutionRecord, expected_status: str, expected_updated_at: int) -> bool:
     """Write ``execution`` only if its stored row still has ``expected_status`` and
     ``expected_updated_at`` (a compare-and-set: of concurrent writers, exactly one wins)."""
-    e = executions.c
-    params = execution_params(execution)
-    values = {k: v for k, v in params.items() if k not in ("id", "thread_id", "created_at")}
-    result = conn.execute(update(executions).where(e.id == execution.id, e.status == expected_status,
-                                                   e.updated_at == expected_updated_at).values(**values))
+    result = conn.execute(REPLACE_EXEC, replace_execution_params(execution, expected_status, expected_updated_at))
     return bool(result.rowcount == 1)
 
 

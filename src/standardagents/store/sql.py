@@ -574,7 +574,13 @@ class SQLStore:
         """Save an ended ``execution`` only if the stored row still has its status and
         ``expected_updated_at``, and store event batches ``rows`` in the same transaction;
         False (nothing written) when another writer changed the row first."""
-        return await self._run(eventops.log_ending, execution, int(expected_updated_at), rows)
+        fn = self._sqlite_log_ending if self.dialect == "sqlite" else eventops.log_ending
+        return await self._run(fn, execution, int(expected_updated_at), rows)
+
+    def _sqlite_log_ending(self, _conn: Connection, execution: ExecutionRecord, expected_updated_at: int,
+                           rows: list[tuple[str, int, int, int, str, float]]) -> bool:
+        assert self._fast is not None
+        return self._fast.log_ending(self._cursor, execution, expected_updated_at, rows)
 
     async def read_events(self, stream: str, after: int, *,
                           limit: int = 10_000) -> tuple[int, list[tuple[int, str, Any, float]]]:
