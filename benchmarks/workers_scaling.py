@@ -10,7 +10,10 @@ machine hits both); printed: every run's turns/s, the medians and their ratio.
     python benchmarks/workers_scaling.py --threads 200 --rounds 3
 
 The load generator, the stub, PostgreSQL and the workers share the machine's cores: on two
-cores the workers get less than two cores' worth between them.
+cores the workers get less than two cores' worth between them. Each run also prints how busy
+the whole machine was while the turns ran (``/proc/stat``): when it is near every core already
+with one worker, a second worker has no core to run on, and the ratio says so rather than
+anything about the workers.
 """
 
 from __future__ import annotations
@@ -52,6 +55,15 @@ def _cpu_seconds(pids: set[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_busy() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine so far, every core summed (``/proc/stat``;
+    I/O wait counts as idle): what PostgreSQL, the stub and everything else took too."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    user, nice, system, idle, iowait, irq, softirq = fields
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, (idle + iowait) / tick
+
+
 async def _replied(base: str, headers: dict[str, str], thread_ids: list[str]) -> int:
     """How many of the threads hold their turn's final reply (an assistant message with text and
     no calls); read on new connections (the server may close the kept-alive ones of the run)."""
@@ -85,15 +97,19 @@ async def _one_run(project: Path, workers: int, threads: int, request_timeout: f
                 warm, ids = ids[:2 * workers], ids[2 * workers:]
                 await asyncio.gather(*(run_turn(client, t) for t in warm))  # imports, model connections
                 start, cpu, own = time.perf_counter(), _cpu_seconds(pids), time.process_time()
+                busy, idle = _machine_busy()
                 turns = await asyncio.gather(*(run_turn(client, t) for t in ids), return_exceptions=True)
                 wall = time.perf_counter() - start
                 cpu, own = _cpu_seconds(pids) - cpu, time.process_time() - own
+                busy, idle = (b - a for a, b in zip((busy, idle), _machine_busy(), strict=True))
             replied = await _replied(base, headers, ids)
             broken = sum(1 for t in turns if isinstance(t, BaseException))
             rate = replied / wall
             print(f"  --workers {workers}: {rate:6.1f} turns/s ({replied} of {threads} turns replied in {wall:.2f} s"
                   + (f", {broken} streams broke" if broken else "")
-                  + f"; CPU: workers {cpu:.1f} s = {cpu / wall:.2f} cores, load generator {own:.1f} s)", flush=True)
+                  + f"; CPU: workers {cpu:.1f} s = {cpu / wall:.2f} cores, {replied / cpu:.0f} turns per worker "
+                  f"CPU second, load generator {own:.1f} s; "
+                  f"machine {busy / wall:.2f} of {os.cpu_count()} cores busy, {idle / wall:.2f} idle)", flush=True)
             return rate
         finally:
             stop_group(proc)
