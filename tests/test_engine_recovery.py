@@ -69,11 +69,26 @@ def _kill_when(script: str, project: Path, url: str, expected: set[str]) -> str:
         seen = {proc.stdout.readline().strip() for _ in expected}
         assert seen == expected, seen
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _kill(proc)
     return thread_id
+
+
+def _started(script: str, project: Path, url: str, line: str) -> tuple[subprocess.Popen[str], str]:
+    """Run ``script`` in another process until it printed its thread id, then ``line``; the
+    process goes on (the caller kills it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(project), url], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    thread_id = proc.stdout.readline().strip()
+    assert proc.stdout.readline().strip() == line
+    return proc, thread_id
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 async def test_an_execution_of_a_killed_process_is_resumed_and_the_thread_goes_on(tmp_path: Path) -> None:
@@ -91,6 +106,33 @@ async def test_an_execution_of_a_killed_process_is_resumed_and_the_thread_goes_o
         assert messages[3].content
         result = await rt.send(thread_id, "what happened?")
         assert result.stop_reason == "complete"
+    finally:
+        await rt.aclose()
+
+
+async def test_a_live_process_of_this_host_keeps_its_turn_however_late_its_heartbeat(tmp_path: Path) -> None:
+    """A worker too busy to beat in time is late, not gone: its turn and its thread claim stay
+    its own (taking them over would run the turn twice); once it is killed they are taken over."""
+    from standardagents.engine.recovery import try_claim
+
+    _write_project(tmp_path)
+    url = f"sqlite:///{tmp_path / 'late.db'}"
+    proc, thread_id = _started(SCRIPT, tmp_path, url, "STARTED")
+    rt = await Runtime.open(tmp_path, store=open_store(url))
+    try:
+        try:
+            rt.execution_lease = 0.001  # every heartbeat of the other process now counts as late
+            assert await rt.recover() == []
+            assert not await try_claim(rt, thread_id)
+            (record,) = await rt.store.list_executions(thread_id=thread_id)
+            assert record.status == "running" and record.state["owner"] != rt.owner
+        finally:
+            _kill(proc)
+        assert await rt.recover() == [record.id]
+        await rt.drain()
+        (record,) = await rt.store.list_executions(thread_id=thread_id)
+        assert record.status == "complete"
+        assert [m.role for m in await rt.store.list_messages(thread_id)] == ["user", "assistant", "tool", "assistant"]
     finally:
         await rt.aclose()
 

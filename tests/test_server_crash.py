@@ -10,8 +10,7 @@ with ``Last-Event-ID`` whenever its connection breaks, must see each event once,
 and exactly one ``done`` per execution, also for a turn that ended just as the whole server
 was SIGKILLed (its ``done`` is written with the turn's end, or at recovery).
 
-``SA_CRASH_TURNS`` sets the concurrent turns of each phase (default 8; the scenario in the
-design notes is 100), ``SA_CRASH_REPEAT`` how many times the whole scenario runs (default 1) and
+``SA_CRASH_TURNS`` sets the concurrent turns of each phase (default 100), ``SA_CRASH_REPEAT`` how many times the whole scenario runs (default 1) and
 ``SA_CRASH_LEASE`` the execution lease in seconds (default 2).
 """
 
@@ -37,7 +36,7 @@ from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from test_server_workers import EXE, WORKER, _admin_token, _free_port, _wait_ready
 from test_server_workers import database as database  # the fixture
 
-TURNS = int(os.environ.get("SA_CRASH_TURNS") or 8)
+TURNS = int(os.environ.get("SA_CRASH_TURNS") or 100)
 REPEAT = int(os.environ.get("SA_CRASH_REPEAT") or 1)
 #: seconds a model reply takes
 MODEL_DELAY = 0.3

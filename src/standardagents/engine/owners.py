@@ -1,16 +1,22 @@
-"""Who runs an execution: owner ids (``host:pid:nonce``) and whether their process is gone.
+"""Who runs an execution: owner ids (``host:pid:start-nonce``) and whether their process is gone.
 
-Below both crash recovery and resuming, which judge claims and executions by it."""
+Below both crash recovery and resuming, which judge claims and executions by it. On Linux the
+id carries the process's start time (``/proc``), so a process of this host is told apart from
+a later one that got the same pid: a process that still runs keeps its turns however late its
+heartbeat (an overloaded worker must not see them run a second time elsewhere), and one that
+is gone gives them up at once."""
 
 from __future__ import annotations
 
 import os
+import secrets
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["LIVE_OWNERS", "RELEASED", "gone"]
+__all__ = ["LIVE_OWNERS", "RELEASED", "gone", "new_owner", "still_running"]
 
 #: prefix of the owner a process shutting down leaves on what it lets go (engine/handover.py)
 RELEASED = "released:"
@@ -18,6 +24,37 @@ RELEASED = "released:"
 #: the owner ids of the runtimes open in this process (an owner id naming this host and this
 #: pid but missing here belonged to an earlier process that had the same pid)
 LIVE_OWNERS: set[str] = set()
+
+
+_PROC = os.path.isdir("/proc/self")
+
+
+def _start_time(pid: int) -> str | None:
+    """When the process ``pid`` of this host started (clock ticks since boot), or None when it
+    does not run (a zombie, reaped or not, counts as not running) or there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def new_owner(host: str) -> str:
+    """A new owner id for a runtime of this process."""
+    return f"{host}:{os.getpid()}:{_start_time(os.getpid()) or 0}-{secrets.token_hex(6)}"
+
+
+def still_running(owner: str, host: str) -> bool:
+    """Whether ``owner`` is a process of this host that certainly still runs: its pid runs and
+    started when the owner id says (ids without a start time, or of other hosts: False)."""
+    owner_host, pid = _parse_owner(owner)
+    started = owner.rpartition(":")[2].partition("-")[0]
+    if owner_host != host or pid is None or not started.isdigit() or started == "0":
+        return False
+    return _start_time(pid) == started
 
 
 def _parse_owner(owner: str) -> tuple[str, int | None]:
@@ -43,6 +80,10 @@ def gone(rt: Runtime, owner: str, host: str, *, fresh: bool) -> bool:
     owner_host, pid = _parse_owner(owner)
     if owner_host == host and pid is not None:
         if pid == os.getpid() or not _alive(pid):
+            return True
+        if still_running(owner, host):
+            return False
+        if _PROC and _start_time(pid) is None:  # a zombie: killed, not yet reaped
             return True
     return not fresh
 

@@ -19,7 +19,7 @@ from ..records import Message, now_ms
 from .done import recover_done
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
-from .owners import LIVE_OWNERS, gone
+from .owners import LIVE_OWNERS, gone, still_running
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -31,8 +31,18 @@ log = logging.getLogger("standardagents.recovery")
 
 
 async def try_claim(rt: Runtime, thread_id: str) -> bool:
-    """Claim the thread if no live process holds it (no waiting); True when claimed."""
+    """Claim the thread if no live process holds it (no waiting); True when claimed.
+
+    A claim not refreshed within the lease is taken over, unless its holder is a process of
+    this host that certainly still runs (late with its heartbeat, not gone)."""
     now = now_ms()
+    if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now):
+        rt._claimed.add(thread_id)
+        return True
+    holder = await rt.store.get_env("lock", "", thread_id)
+    owner = str(holder.get("owner", "")) if isinstance(holder, dict) else ""
+    if owner != rt.owner and still_running(owner, socket.gethostname()):
+        return False
     if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now,
                                 stale_before=now - int(rt.execution_lease * 1000)):
         rt._claimed.add(thread_id)

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import socket
 from collections.abc import Coroutine
 from pathlib import Path
@@ -41,6 +40,7 @@ from .context import LLMCache
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
 from .options import TurnOptions
+from .owners import new_owner
 from .setup import Setups, SideSetup
 from .state import ThreadState
 from .tools import ToolOutcome
@@ -99,7 +99,7 @@ class Runtime:
         self._closed = False
         #: who runs this runtime's executions, for crash recovery: host, process and a
         #: per-incarnation nonce (a restarted container often has the same host and pid)
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+        self.owner = new_owner(socket.gethostname())
         recovery.LIVE_OWNERS.add(self.owner)
         #: seconds without a heartbeat after which another host's running execution counts as dead
         #: (``STANDARDAGENTS_EXECUTION_LEASE``, default 30); its turns are then resumed here
