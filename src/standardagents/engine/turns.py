@@ -70,16 +70,8 @@ async def start(rt: Runtime, thread_id: str, content: str | None = None, *, role
                 sampling: dict[str, Any] | None = None,
                 client_tools: ClientTools | None = None,
                 model: str | None = None, system: str | None = None) -> asyncio.Task[ExecutionResult]:
-    """Start (or queue behind the running one) an execution; returns its task.
-
-    ``execution_id`` lets a caller know the id before the execution starts (it is the
-    ``executionId`` of its events). ``busy`` says what the message does when the thread
-    runs a turn (the agent's ``busy`` when not given; see :mod:`.busy`): a refused one
-    raises ``ThreadBusyError``. ``sampling`` (``temperature``, ``top_p``, ``max_tokens``,
-    ``stop``, ``seed``) overrides the model's settings for this turn. ``client_tools`` are
-    tools the caller runs itself: a call of one pauses the turn until
-    :meth:`submit_tool_results` (see :mod:`.client_tools`). ``model`` and ``system`` take the
-    place of ``start_side``'s model and system prompt for this turn (see :mod:`.overrides`)."""
+    """Start (or queue behind the running one) an execution; returns its task (the options
+    are documented on :meth:`Runtime.start`, the public door to this)."""
     if rt.draining:
         raise ShuttingDownError()
     override = None if model is None and system is None else SideOverride(start_side, model, system)
