@@ -7,8 +7,9 @@ blocks the engine; when its queue overflows it loses events and is told with one
 Event ids: the bus that publishes an event first gives it its id, which then travels with it
 (across workers on the relay, into the event log), so every worker shows the same id. An id
 is a clock reading in microseconds since the epoch, raised when needed to stay above the last
-id this process saw on the same thread (its own events and those relayed from other workers):
-a thread's ids only grow, without a database round trip per event, and a reconnecting client
+id this process saw on any thread (its own events and those relayed from other workers): one
+high-water mark keeps every thread's ids growing, without a database round trip per event
+and without a table of threads to consult on each one, and a reconnecting client
 names the last one it saw to be sent what followed (:mod:`standardagents.eventlog`). Events
 made for one client only (``connected``, ``lagged``) have id 0 and are never logged.
 
@@ -45,11 +46,6 @@ EVENT_TYPES = (
     "done",
     "lagged",
 )
-
-#: ids remembered per thread before the oldest half is forgotten (a forgotten thread's next
-#: id comes from the clock, which is past its last id unless the clock went back)
-_MAX_REMEMBERED = 100_000
-
 
 @dataclass(slots=True)
 class Event:
@@ -144,22 +140,20 @@ class EventBus:
         self._listeners: list[Any] = []
         #: child thread -> parent thread: a child's events are also carried on its parent's stream
         self._relays: dict[str, str] = {}
-        #: the last id published per thread (and over all threads)
-        self._last: dict[str, int] = {}
-        self._last_any = 0
+        #: the highest id published or relayed here, over all threads
+        self._last = 0
         #: thread -> its events waiting behind an event being made durable (see :meth:`hold`)
         self._held: dict[str, list[Event]] = {}
         #: whether an event log writes this bus's events to the store (set by the log itself)
         self.logged = False
 
     def next_id(self, stream: str) -> int:
-        """A fresh id for an event of ``stream`` (a thread id): the clock in microseconds,
-        or one more than the last id of that stream or of this bus, whichever is larger."""
-        last = self._last.get(stream, 0)
-        now = time.time_ns() // 1000
-        new = max(now, last + 1, self._last_any + 1)
-        self._last_any = new
-        self._remember(stream, new)
+        """A fresh id for an event of ``stream`` (a thread id, or a user's stream): the clock
+        in microseconds, or one more than the highest id this bus has seen, whichever is larger."""
+        new = time.time_ns() // 1000
+        if new <= self._last:
+            new = self._last + 1
+        self._last = new
         return new
 
     def hold(self, thread_id: str) -> int:
@@ -176,14 +170,6 @@ class EventBus:
             self.publish(event)
         for held in waiting:
             self.publish(held)
-
-    def _remember(self, stream: str, event_id: int) -> None:
-        last = self._last
-        if event_id > last.get(stream, 0):
-            last[stream] = event_id
-            if len(last) > _MAX_REMEMBERED:
-                for key in list(last)[: _MAX_REMEMBERED // 2]:
-                    del last[key]
 
     def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
         sub = Subscription(self, thread_id, maxsize or self.maxsize, reasoning)
@@ -223,8 +209,8 @@ class EventBus:
     def publish(self, event: Event) -> None:
         if not event.id:
             event.id = self.next_id(event.thread_id)
-        else:  # relayed: its id was given where it was first published
-            self._remember(event.thread_id, event.id)
+        elif event.id > self._last:  # relayed: its id was given where it was first published
+            self._last = event.id
         if self._held:
             waiting = self._held.get(event.thread_id)
             if waiting is not None:
