@@ -34,10 +34,8 @@ from test_doors_mcp import EXTRA
 from test_server_workers import (
     _admin_token,
     _free_port,
-    _start_server,
-    _stop_server,
+    _two_workers,
     _wait_ready,
-    _Workers,
     database,
 )
 
@@ -303,19 +301,13 @@ async def test_tasks_answer_on_any_of_two_workers_on_postgresql(database: str, t
     and cancelled through the other."""
     project = write_project(tmp_path / "project", EXTRA)
     token = await _admin_token(database)
-    port = _free_port()
-    proc = _start_server(project, port, database, dict(os.environ))
-    base_url = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"Bearer {token}"}
-    workers = _Workers(base_url, headers)
+    async with _two_workers(project, database, token, env=dict(os.environ)) as workers:
+        base_url = workers.base_url
 
-    async def pinned(pid: str) -> Any:
-        http = await workers.on(pid)
-        return await create_client(f"{base_url}/a2a/slow", client_config=ClientConfig(httpx_client=http))
+        async def pinned(pid: str) -> Any:
+            http = await workers.on(pid)
+            return await create_client(f"{base_url}/a2a/slow", client_config=ClientConfig(httpx_client=http))
 
-    try:
-        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
-            await _wait_ready(http)
         one, two = await workers.discover()
         runner, reader, watcher = await pinned(one), await pinned(two), await pinned(two)
         stream = runner.send_message(_message("wait"))
@@ -343,9 +335,6 @@ async def test_tasks_answer_on_any_of_two_workers_on_postgresql(database: str, t
         assert thread["running"] is False
         executions = (await workers.request(two, "GET", f"/api/threads/{seen.context_id}/executions")).json()
         assert [e["status"] for e in executions["executions"]] == ["cancelled"]
-    finally:
-        await workers.aclose()
-        _stop_server(proc)
 
 
 def _thread_of_execution(database: str, execution_id: str) -> str:

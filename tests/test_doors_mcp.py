@@ -24,11 +24,7 @@ from server_fixtures import LiveServer, serve_app, write_project
 from test_server_workers import (
     WORKER,
     _admin_token,
-    _free_port,
-    _start_server,
-    _stop_server,
-    _wait_ready,
-    _Workers,
+    _two_workers,
     database,
 )
 
@@ -480,14 +476,8 @@ async def test_two_workers_on_postgresql_answer_mcp(database: str, tmp_path: Pat
     (stateless there)."""
     project = write_project(tmp_path / "project", EXTRA)
     token = await _admin_token(database)
-    port = _free_port()
-    proc = _start_server(project, port, database, dict(os.environ))
-    base_url = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"Bearer {token}"}
-    workers = _Workers(base_url, headers)
-    try:
-        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as http:
-            await _wait_ready(http)
+    async with _two_workers(project, database, token, env=dict(os.environ)) as workers:
+        base_url, headers = workers.base_url, workers.headers
         pids = await workers.discover()
         for mode in ("auto", "legacy"):
             person = _Person("accept", {"approved": True})
@@ -514,6 +504,3 @@ async def test_two_workers_on_postgresql_answer_mcp(database: str, tmp_path: Pat
             else:
                 # a stateless 2025 session cannot be asked mid-call: the wait is reported
                 assert person.asked == [] and structured["status"] == "input_required"
-    finally:
-        await workers.aclose()
-        _stop_server(proc)

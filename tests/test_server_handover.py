@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,16 @@ import httpx
 from standardagents.relay import asyncpg_dsn
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from test_server_workers import (
-    EXE,
     WORKER,
     _admin_token,
+    _env_without_openai,
     _free_port,
+    _start_server,
     _stop_server,
+    _stubbed_model,
     _wait_ready,
     _Workers,
+    _write_files,
 )
 from test_server_workers import database as database  # the fixture
 
@@ -38,12 +40,6 @@ PROJECT = {
         "from standardagents import define_prompt\n"
         "talker_prompt = define_prompt(name='talker_prompt', prompt='Answer.', model='stubbed')\n"),
 }
-
-
-def _start(project: Path, port: int, database: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
-                             "--graceful-timeout", "1", "--database-url", database], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
 
 async def _new_worker(workers: _Workers, gone: set[str]) -> str:
@@ -63,12 +59,8 @@ async def _new_worker(workers: _Workers, gone: set[str]) -> str:
 
 async def test_sigterm_hands_running_turns_over_and_every_message_gets_one_reply(database: str, tmp_path: Path) -> None:
     project = tmp_path / "project"
-    for rel, text in PROJECT.items():
-        (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        (project / rel).write_text(text)
     token = await _admin_token(database)
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     release = threading.Event()
 
     def respond(body: dict[str, Any]) -> StubReply:
@@ -76,12 +68,8 @@ async def test_sigterm_hands_running_turns_over_and_every_message_gets_one_reply
         return StubReply(text=f"reply to {question}", hold=release)
 
     with OpenAIStub(respond) as stub:
-        (project / "agents/models").mkdir(parents=True, exist_ok=True)
-        (project / "agents/models/stubbed.py").write_text(
-            "from standardagents import define_model\n"
-            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
-            " max_retries=0)\n")
-        proc = _start(project, port, database, env)
+        _write_files(project, {**PROJECT, **_stubbed_model(stub.base_url)})
+        proc = _start_server(project, port, database, _env_without_openai(), "--graceful-timeout", "1")
         workers = _Workers(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
         accepted: dict[str, tuple[str, str]] = {}  # execution id -> (thread, question)
         try:

@@ -55,11 +55,30 @@ async def database() -> AsyncIterator[str]:
         await admin.close()
 
 
-def _start_server(project: Path, port: int, database: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    """``standardagents serve`` with two workers, in its own process group."""
+def _start_server(project: Path, port: int, database: str, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
+    """``standardagents serve`` with two workers (and ``extra`` options), in its own process group."""
     return subprocess.Popen([str(EXE), "serve", str(project), "--port", str(port), "--workers", "2",
-                             "--database-url", database], env=env, stdout=subprocess.DEVNULL,
+                             "--database-url", database, *extra], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+
+def _write_files(project: Path, files: dict[str, str]) -> None:
+    """A project's files written below ``project`` (relative path -> text)."""
+    for rel, text in files.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+
+
+def _stubbed_model(base_url: str) -> dict[str, str]:
+    """The ``stubbed`` model file: the OpenAI HTTP stub at ``base_url``, no retries."""
+    return {"agents/models/stubbed.py": (
+        "from standardagents import define_model\n"
+        f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={base_url!r},"
+        " max_retries=0)\n")}
+
+
+def _env_without_openai() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
 
 
 def _stop_server(proc: subprocess.Popen[str]) -> None:
@@ -147,6 +166,23 @@ class _Workers:
             await client.aclose()
 
 
+@contextlib.asynccontextmanager
+async def _two_workers(project: Path, database: str, token: str, *extra: str,
+                       env: dict[str, str] | None = None) -> AsyncIterator[_Workers]:
+    """``serve --workers 2`` of ``project`` on ``database``, ready; its clients act as ``token``'s
+    user. Stopped (and the clients closed) on the way out."""
+    port = _free_port()
+    proc = _start_server(project, port, database, _env_without_openai() if env is None else env, *extra)
+    workers = _Workers(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
+    try:
+        async with httpx.AsyncClient(base_url=workers.base_url, headers=workers.headers, timeout=30) as client:
+            await _wait_ready(client)
+        yield workers
+    finally:
+        await workers.aclose()
+        _stop_server(proc)
+
+
 class _Watch:
     """A thread's SSE stream read in the background; events can be awaited by type."""
 
@@ -205,15 +241,7 @@ async def test_two_workers_on_postgresql_stream_every_turn_to_any_client(databas
     project = tmp_path / "project"
     shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
     token = await _admin_token(database)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    proc = _start_server(project, port, database, env)
-    base_url = f"http://127.0.0.1:{port}"
-    headers = {"Authorization": f"Bearer {token}"}
-    workers = _Workers(base_url, headers)
-    try:
-        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as client:
-            await _wait_ready(client)
+    async with _two_workers(project, database, token) as workers:
         one, two = await workers.discover()
         for round_ in range(4):
             # the stream on one worker, the message posted to the other (both ways)
@@ -231,9 +259,6 @@ async def test_two_workers_on_postgresql_stream_every_turn_to_any_client(databas
                 await watch.close()
             messages = (await workers.request(poster, "GET", f"/api/threads/{thread}/messages")).json()["messages"]
             assert messages[0]["content"] == "What is 2 + 3?" and messages[-1]["role"] == "assistant"
-    finally:
-        await workers.aclose()
-        _stop_server(proc)
 
 
 HOLD_PROJECT = {
@@ -258,24 +283,11 @@ async def test_stop_delete_and_running_work_across_two_workers(database: str, tm
     from standardagents.testing.openai_stub import OpenAIStub, StubReply
 
     project = tmp_path / "project"
-    for rel, text in HOLD_PROJECT.items():
-        (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        (project / rel).write_text(text)
     token = await _admin_token(database)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     with OpenAIStub() as stub:
-        (project / "agents/models").mkdir(parents=True, exist_ok=True)
-        (project / "agents/models/stubbed.py").write_text(
-            "from standardagents import define_model\n"
-            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
-            " max_retries=0)\n")
+        _write_files(project, {**HOLD_PROJECT, **_stubbed_model(stub.base_url)})
         stub.queue(StubReply(tool_calls=[("hold", "{}")]), "the queued one", StubReply(tool_calls=[("hold", "{}")]))
-        proc = _start_server(project, port, database, env)
-        workers = _Workers(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
-        try:
-            async with httpx.AsyncClient(base_url=workers.base_url, headers=workers.headers, timeout=30) as client:
-                await _wait_ready(client)
+        async with _two_workers(project, database, token) as workers:
             runner, other = await workers.discover()
             thread = (await workers.request(runner, "POST", "/api/threads", json={"agent": "holder"})).json()["id"]
             watch = _Watch(await workers.on(other), thread)
@@ -325,6 +337,3 @@ async def test_stop_delete_and_running_work_across_two_workers(database: str, tm
                     assert count == 0, table
             finally:
                 await conn.close()
-        finally:
-            await workers.aclose()
-            _stop_server(proc)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,15 +14,7 @@ from typing import Any
 import httpx
 
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
-from test_server_workers import (
-    WORKER,
-    _admin_token,
-    _free_port,
-    _start_server,
-    _stop_server,
-    _wait_ready,
-    _Workers,
-)
+from test_server_workers import WORKER, _admin_token, _stubbed_model, _two_workers, _write_files
 from test_server_workers import database as database  # the fixture
 
 PROJECT = {
@@ -106,25 +97,12 @@ class Stream:
 
 async def test_a_client_reconnecting_on_either_worker_sees_every_event_once(database: str, tmp_path: Path) -> None:
     project = tmp_path / "project"
-    for rel, text in PROJECT.items():
-        (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        (project / rel).write_text(text)
     token = await _admin_token(database)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     models = [Model(), Model()]
     current: list[Model] = []
     with OpenAIStub(lambda body: current[-1](body)) as stub:
-        (project / "agents/models/stubbed.py").parent.mkdir(parents=True, exist_ok=True)
-        (project / "agents/models/stubbed.py").write_text(
-            "from standardagents import define_model\n"
-            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
-            " max_retries=0)\n")
-        proc = _start_server(project, port, database, env)
-        workers = _Workers(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
-        try:
-            async with httpx.AsyncClient(base_url=workers.base_url, headers=workers.headers, timeout=30) as client:
-                await _wait_ready(client)
+        _write_files(project, {**PROJECT, **_stubbed_model(stub.base_url)})
+        async with _two_workers(project, database, token) as workers:
             one, two = await workers.discover()
             # the turn runs on `one`; the client first reads from `first`, then comes back on `then`
             for model, (first, then) in zip(models, ((two, one), (one, two)), strict=True):
@@ -155,6 +133,3 @@ async def test_a_client_reconnecting_on_either_worker_sees_every_event_once(data
                 assert [e["type"] for e in got].count("done") == 1 and got[-1]["type"] == "done"
                 assert got[-1]["data"]["executionId"] == sent.json()["executionId"]
                 assert "tool_call_done" in [e["type"] for e in got] and "message_chunk" in [e["type"] for e in got]
-        finally:
-            await workers.aclose()
-            _stop_server(proc)
