@@ -65,6 +65,10 @@ class Event:
         return {"id": self.id, "type": self.type, "threadId": self.thread_id, "data": self.data, "ts": self.ts}
 
 
+def _by_id(event: Event) -> int:
+    return event.id
+
+
 #: put in a subscription's queue when it is ended (:meth:`Subscription.end`); never published
 END = Event("end", "", {})
 
@@ -144,6 +148,8 @@ class EventBus:
         self._last = 0
         #: thread -> its events waiting behind an event being made durable (see :meth:`hold`)
         self._held: dict[str, list[Event]] = {}
+        #: thread -> how many of its events are held at once (a turn's end and a recovery may overlap)
+        self._holds: dict[str, int] = {}
         #: whether an event log writes this bus's events to the store (set by the log itself)
         self.logged = False
 
@@ -160,14 +166,24 @@ class EventBus:
         """An id for an event of the thread to be published later by :meth:`release`; until
         then the thread's other events wait, so none overtakes it with a higher id."""
         self._held.setdefault(thread_id, [])
+        self._holds[thread_id] = self._holds.get(thread_id, 0) + 1
         return self.next_id(thread_id)
 
     def release(self, thread_id: str, event: Event | None) -> None:
         """Publish the held event (``None``: it is not to be published after all), then the
-        thread's events that waited behind it, in order."""
+        thread's events that waited behind it, in id order. While another event of the thread
+        is still held, this one waits with them: publishing it now would let the events queued
+        after the other hold overtake that one's lower id."""
+        left = self._holds.pop(thread_id, 1) - 1
+        if left > 0:
+            self._holds[thread_id] = left
+            if event is not None:
+                self._held[thread_id].append(event)
+            return
         waiting = self._held.pop(thread_id, [])
         if event is not None:
-            self.publish(event)
+            waiting.append(event)
+        waiting.sort(key=_by_id)
         for held in waiting:
             self.publish(held)
 
