@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_left
 from typing import Any
 
 from ..records import ExecutionRecord, Message
@@ -209,8 +210,9 @@ def _place_checks(steps: list[dict[str, Any]], checks: list[tuple[str, dict[str,
         number = entry.get("step")
         target = by_number.get(number) if isinstance(number, int) else None
         if target is None and steps:
-            later = [n for n in numbered if isinstance(number, int) and n >= number]
-            target = by_number[later[0]] if later else steps[-1]
+            # the first step at or after the entry's own (a long turn has thousands of entries)
+            at = bisect_left(numbered, number) if isinstance(number, int) else len(numbered)
+            target = by_number[numbered[at]] if at < len(numbered) else steps[-1]
         (target[key] if target is not None else rest[key]).append(entry)
     return rest
 
