@@ -25,7 +25,15 @@ from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from store_fixtures import Backend, backend  # noqa: F401 - the fixture
 from test_server_crash import Follower, _logged
-from test_server_workers import EXE, _admin_token, _free_port, _wait_ready
+from test_server_workers import (
+    EXE,
+    _admin_token,
+    _env_without_openai,
+    _free_port,
+    _stubbed_model,
+    _wait_ready,
+    _write_files,
+)
 
 PROJECT = {
     "agents/agents/clerk.py": (
@@ -66,9 +74,6 @@ async def _one_turn_then_restart(tmp_path: Path, die_in_hook: bool) -> tuple[Fol
     again; returns the follower (after it has the done), the execution id, the thread's logged
     events and the stored record."""
     project = tmp_path / "project"
-    for rel, text in PROJECT.items():
-        (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        (project / rel).write_text(text)
     flag = tmp_path / "die.flag"
     if die_in_hook:
         flag.touch()
@@ -77,14 +82,10 @@ async def _one_turn_then_restart(tmp_path: Path, die_in_hook: bool) -> tuple[Fol
     headers = {"Authorization": f"Bearer {token}"}
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env = _env_without_openai()
     env |= {"STANDARDAGENTS_EVENT_LOG_FLUSH": "3600", "SA_DIE_FLAG": str(flag)}
     with OpenAIStub(lambda body: StubReply(text="Answered.")) as stub:
-        (project / "agents/models/stubbed.py").parent.mkdir(parents=True, exist_ok=True)
-        (project / "agents/models/stubbed.py").write_text(
-            "from standardagents import define_model\n"
-            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
-            " max_retries=0)\n")
+        _write_files(project, {**PROJECT, **_stubbed_model(stub.base_url)})
         proc = _serve(project, port, database, env)
         follower: Follower | None = None
         try:

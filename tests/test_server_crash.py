@@ -33,7 +33,16 @@ import httpx
 import pytest
 
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
-from test_server_workers import EXE, WORKER, _admin_token, _free_port, _wait_ready
+from test_server_workers import (
+    EXE,
+    WORKER,
+    _admin_token,
+    _env_without_openai,
+    _free_port,
+    _stubbed_model,
+    _wait_ready,
+    _write_files,
+)
 from test_server_workers import database as database  # the fixture
 
 TURNS = int(os.environ.get("SA_CRASH_TURNS") or 100)
@@ -249,9 +258,6 @@ async def test_turns_survive_a_sigkilled_single_process_server_on_sqlite(tmp_pat
 
 async def _scenario(database: str, tmp_path: Path, workers: int, phases: list[str]) -> None:
     project = tmp_path / "project"
-    for rel, text in PROJECT.items():
-        (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        (project / rel).write_text(text)
     ledger = tmp_path / "ledger.txt"
     ledger.touch()
     log = tmp_path / "server.log"
@@ -259,16 +265,12 @@ async def _scenario(database: str, tmp_path: Path, workers: int, phases: list[st
     headers = {"Authorization": f"Bearer {token}"}
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env = _env_without_openai()
     env |= {"STANDARDAGENTS_EXECUTION_LEASE": str(LEASE), "SA_CRASH_LEDGER": str(ledger)}
     model = Model()
     accepted: dict[str, list[str]] = {}  # thread id -> its turns' execution ids
     with OpenAIStub(model) as stub:
-        (project / "agents/models/stubbed.py").parent.mkdir(parents=True, exist_ok=True)
-        (project / "agents/models/stubbed.py").write_text(
-            "from standardagents import define_model\n"
-            f"stubbed = define_model(name='stubbed', provider='openai', model='stub-model', base_url={stub.base_url!r},"
-            " max_retries=0)\n")
+        _write_files(project, {**PROJECT, **_stubbed_model(stub.base_url)})
         proc = _start(project, port, database, env, log, workers)
         followers: list[Follower] = []
         try:
