@@ -75,6 +75,17 @@ async def _last_task(client: Any, request: SendMessageRequest) -> tuple[Any, lis
     return final, seen
 
 
+async def _calling_wait_forever(stream: Any) -> str:
+    """The task id from ``stream`` once its turn reports the ``wait_forever`` call (the task is
+    then working and stays so); fails if the stream ends first."""
+    async for response in stream:
+        update = response.status_update
+        if response.HasField("status_update") and update.status.message.parts and \
+                update.status.message.parts[0].text == "calling wait_forever":
+            return str(update.task_id)
+    raise AssertionError("the stream ended before the wait_forever call")
+
+
 async def test_cards_list_the_primary_agents(server: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=server.base_url) as http:
         root = (await http.get("/.well-known/agent-card.json")).json()
@@ -137,13 +148,7 @@ async def test_a_tripped_guardrail_fails_the_task_with_its_reason(server: LiveSe
 async def test_cancel_stops_the_turn(server: LiveServer) -> None:
     async with _client(server, "slow") as client:
         stream = client.send_message(_message("wait"))
-        task_id = None
-        async for response in stream:
-            if response.HasField("status_update") and response.status_update.status.message.parts and \
-                    response.status_update.status.message.parts[0].text == "calling wait_forever":
-                task_id = response.status_update.task_id
-                break
-        assert task_id is not None
+        task_id = await _calling_wait_forever(stream)
         canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
         await stream.aclose()
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
@@ -155,13 +160,7 @@ async def test_cancel_stops_the_turn(server: LiveServer) -> None:
 async def test_a_second_client_resubscribes_to_a_running_task(server: LiveServer) -> None:
     async with _client(server, "slow") as client, _client(server, "slow") as watcher:
         stream = client.send_message(_message("wait"))
-        task_id = None
-        async for response in stream:
-            if response.HasField("status_update") and response.status_update.status.message.parts and \
-                    response.status_update.status.message.parts[0].text == "calling wait_forever":
-                task_id = response.status_update.task_id
-                break
-        assert task_id is not None
+        task_id = await _calling_wait_forever(stream)
         watched = watcher.subscribe(SubscribeToTaskRequest(id=task_id))
         first = await anext(watched)  # the task as it is now
         assert first.task.status.state == TaskState.TASK_STATE_WORKING
@@ -311,13 +310,7 @@ async def test_tasks_answer_on_any_of_two_workers_on_postgresql(database: str, t
         one, two = await workers.discover()
         runner, reader, watcher = await pinned(one), await pinned(two), await pinned(two)
         stream = runner.send_message(_message("wait"))
-        task_id = None
-        async for response in stream:
-            if response.HasField("status_update") and response.status_update.status.message.parts and \
-                    response.status_update.status.message.parts[0].text == "calling wait_forever":
-                task_id = response.status_update.task_id
-                break
-        assert task_id is not None
+        task_id = await _calling_wait_forever(stream)
         seen = await reader.get_task(GetTaskRequest(id=task_id))
         assert seen.status.state == TaskState.TASK_STATE_WORKING
         watched = watcher.subscribe(SubscribeToTaskRequest(id=task_id))
@@ -371,13 +364,7 @@ async def test_a_task_cut_short_by_a_crash_is_read_as_its_execution_tells(tmp_pa
             await _wait_ready(http)
         async with _client(live, "slow") as client:
             stream = client.send_message(_message("wait"))
-            task_id = None
-            async for response in stream:
-                if response.HasField("status_update") and response.status_update.status.message.parts and \
-                        response.status_update.status.message.parts[0].text == "calling wait_forever":
-                    task_id = response.status_update.task_id
-                    break
-            assert task_id is not None
+            task_id = await _calling_wait_forever(stream)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
             with contextlib.suppress(Exception):
