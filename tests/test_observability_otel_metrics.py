@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -88,3 +90,28 @@ async def test_nothing_is_recorded_without_a_meter_provider(stub, make_runtime, 
     stub.queue("two")
     await rt.run("helper", "hi")
     assert value(points(reader), "standardagents.turns.started", agent="helper").value == 1
+
+
+_GLOBAL_PROVIDER_SCRIPT = """
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from standardagents import observability
+from standardagents.observability import otel_metrics
+
+assert otel_metrics.active() is None  # the API's stand-in: nothing to record into
+observability.relay_lag(0.002)
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+observability.relay_lag(0.003)
+counts = [p.count for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics
+          for m in sm.metrics if m.name == "standardagents.relay.lag" for p in m.data.data_points]
+print(counts)
+"""
+
+
+def test_a_global_meter_provider_set_after_start_records_relay_lags() -> None:
+    # a process of its own: the API's global provider can be set only once per process
+    done = subprocess.run([sys.executable, "-c", _GLOBAL_PROVIDER_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[1]"

@@ -18,10 +18,17 @@ try:  # optional, like the tracing API
 except ImportError:  # pragma: no cover - exercised only without the extra
     _metrics = None  # type: ignore[assignment]
 
-try:  # the API's stand-in before a provider is set (no public name for it)
+try:  # the API's stand-in before a provider is set, and where it keeps the global one (no public names)
+    from opentelemetry.metrics import _internal as _api
     from opentelemetry.metrics._internal import _ProxyMeterProvider
-except ImportError:  # pragma: no cover - a future API without it
+except ImportError:  # pragma: no cover - a future API without them
+    _api = None  # type: ignore[assignment]
     _ProxyMeterProvider = ()  # type: ignore[assignment,misc]
+
+#: providers that record nothing: the API's no-op one and its stand-in before one is set
+_STAND_INS = (() if _metrics is None else _metrics.NoOpMeterProvider, _ProxyMeterProvider)
+#: whether the environment names a provider for the API to load (read once, as deployments set it)
+_PROVIDER_FROM_ENV = "OTEL_PYTHON_METER_PROVIDER" in os.environ
 
 __all__ = ["OtelMeter", "active", "configure_from_env", "set_meter_provider"]
 
@@ -46,15 +53,26 @@ def active() -> OtelMeter | None:
     """The instruments of the configured ``MeterProvider``, or None when there is none."""
     if _metrics is None:
         return None
-    provider = _override if _override is not None else _metrics.get_meter_provider()
+    provider = _override if _override is not None else _global_provider()
     found = _meters.get(id(provider))
     if found is None:
-        if isinstance(provider, _metrics.NoOpMeterProvider | _ProxyMeterProvider):
+        if isinstance(provider, _STAND_INS):
             return None
         from .tracing import _our_version
 
         found = _meters[id(provider)] = OtelMeter(provider.get_meter("standardagents", _our_version()))
     return found
+
+
+def _global_provider() -> Any:
+    """The API's global provider. Asking the API for it looks the environment up each time
+    (about a microsecond, and :func:`active` runs per relayed event), so the provider is read
+    where the API keeps it once set (set once for good); before that it is the API's stand-in,
+    unless the environment names one for the API to load."""
+    provider = getattr(_api, "_METER_PROVIDER", None)
+    if provider is None and not _PROVIDER_FROM_ENV:
+        provider = getattr(_api, "_PROXY_METER_PROVIDER", None)
+    return provider if provider is not None else _metrics.get_meter_provider()
 
 
 class OtelMeter:
