@@ -122,15 +122,20 @@ async def shot(page: Any, name: str) -> None:
     await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=False)
 
 
+async def _send(page: Any, agent: str | None, text: str) -> None:
+    """``text`` sent from the composer (to ``agent``, picked first, when given)."""
+    if agent is not None:
+        await page.select_option("#agent-select", agent)
+    await page.fill("#input", text)
+    await page.press("#input", "Enter")
+
+
 async def _turn(page: Any, agent: str | None, text: str) -> None:
     from playwright.async_api import expect
 
-    if agent is not None:
-        await page.select_option("#agent-select", agent)
     ended = page.locator(".turn-usage")
     before = await ended.count()
-    await page.fill("#input", text)
-    await page.press("#input", "Enter")
+    await _send(page, agent, text)
     await expect(ended).to_have_count(before + 1, timeout=15_000)
     await expect(page.locator("#stop")).to_be_disabled(timeout=15_000)
 
@@ -350,9 +355,7 @@ async def test_escape_stops_a_running_turn(browser: Any, app_server: Any) -> Non
 
     page = await browser.new_page()
     await page.goto(app_server.base_url + "/")
-    await page.select_option("#agent-select", "sleeper")
-    await page.fill("#input", "wait")
-    await page.press("#input", "Enter")
+    await _send(page, "sleeper", "wait")
     card = page.locator(".tool-card")
     await expect(card).to_have_attribute("data-state", "running", timeout=15_000)
     await expect(page.locator("#stop")).to_be_enabled()
@@ -406,9 +409,7 @@ async def test_a_denied_call_fails_its_card_and_the_turn_goes_on(browser: Any, a
 
     page = await browser.new_page()
     await page.goto(app_server.base_url + "/")
-    await page.select_option("#agent-select", "guard")
-    await page.fill("#input", "wipe the disk")
-    await page.press("#input", "Enter")
+    await _send(page, "guard", "wipe the disk")
     card = page.locator(".tool-card")
     await expect(card).to_have_attribute("data-state", "waiting", timeout=15_000)
     await expect(card.locator(".tool-args")).to_contain_text("wipe the disk")
@@ -431,9 +432,7 @@ async def test_a_waiting_call_can_be_approved_after_a_reload(browser: Any, app_s
 
     page = await browser.new_page()
     await page.goto(app_server.base_url + "/")
-    await page.select_option("#agent-select", "guard")
-    await page.fill("#input", "wipe the cache")
-    await page.press("#input", "Enter")
+    await _send(page, "guard", "wipe the cache")
     await expect(page.locator(".tool-card")).to_have_attribute("data-state", "waiting", timeout=15_000)
     await expect(page.locator("#stop")).to_be_disabled(timeout=15_000)
     await page.reload()
@@ -502,9 +501,7 @@ async def test_runtime_view_lists_the_agents_their_tools_and_a_waiting_call(brow
 
     page = await browser.new_page()
     await page.goto(app_server.base_url + "/")
-    await page.select_option("#agent-select", "guard")
-    await page.fill("#input", "wipe the disk")
-    await page.press("#input", "Enter")
+    await _send(page, "guard", "wipe the disk")
     await expect(page.locator(".tool-card")).to_have_attribute("data-state", "waiting", timeout=15_000)
     await page.click("#runtime-toggle")
     view = page.locator("#runtime-view")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +13,10 @@ import httpx
 import pytest
 
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
-from test_server_browser import ARGS, chromium
+from test_server_browser import chromium
+from test_web_app_browser import browser
 
-__all__ = ["chromium"]
+__all__ = ["browser", "chromium"]  # fixtures (this file's app_server is the one they use)
 
 pytestmark = pytest.mark.browser
 
@@ -61,19 +62,6 @@ def app_server(tmp_path: Path, stub: OpenAIStub) -> Iterator[Any]:
 
     project = _project(tmp_path / "webapp", stub.base_url)
     yield from serve_app(project, f"sqlite+aiosqlite:///{tmp_path / 'webapp.db'}", dev=True)
-
-
-@pytest.fixture
-async def browser(chromium: str, app_server: Any) -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright, expect
-
-    expect.set_options(timeout=15_000)
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            await b.close()
 
 
 def _call(name: str, **args: Any) -> StubReply:
