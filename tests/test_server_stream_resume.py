@@ -198,7 +198,7 @@ async def test_ids_older_than_retention_get_one_lagged_event(model: Model, tmp_p
     assert _real(recent) == _real(second_turn)[-1:]
 
 
-@pytest.mark.parametrize("value", ["abc", "-4", "1.5"])
+@pytest.mark.parametrize("value", ["abc", "-4", "1.5", str(2**63)])
 async def test_a_malformed_last_event_id_is_refused_with_400(server: Any, value: str) -> None:
     async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers, timeout=30) as c:
         tid = (await c.post(f"{API}/threads", json={"agent": "helper"})).json()["id"]

@@ -25,6 +25,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..eventlog import Replay, user_stream_key
 from ..events import END, Event, Subscription
+from ..store.checks import INT64_MAX
 from .auth import authenticate, require_thread
 from .errors import ApiError
 from .state import server_of
@@ -82,8 +83,8 @@ def resume_after(conn: HTTPConnection) -> int | None:
         value = int(raw.strip())
     except ValueError:
         value = -1
-    if value < 0:
-        raise ApiError(400, f"{name} must be an event id (a whole number of 0 or more), got {raw[:40]!r}",
+    if not 0 <= value <= INT64_MAX:
+        raise ApiError(400, f"{name} must be an event id (a whole number from 0 to {INT64_MAX}), got {raw[:40]!r}",
                        "invalid_request")
     return value
 
