@@ -44,6 +44,7 @@ from .owners import new_owner
 from .setup import Setups, SideSetup
 from .state import ThreadState
 from .tools import ToolOutcome
+from .turns import BUS_EVENT_TYPES
 
 __all__ = ["Runtime", "SideSetup"]
 
@@ -450,8 +451,10 @@ class Runtime:
     def on_bus_event(self, event: Any) -> None:
         """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a
         thread this process runs cancels that execution; turns another process handed over
-        while shutting down are looked for (and resumed here) at once."""
-        turns.on_bus_event(self, event)
+        while shutting down are looked for (and resumed here) at once. Every other event
+        (a stream's deltas among them) is passed over here, without a further call."""
+        if event.type in BUS_EVENT_TYPES:
+            turns.on_bus_event(self, event)
 
     # graceful shutdown (engine/handover.py) ------------------------------------------------
     async def stop_gracefully(self, timeout: float) -> list[str]:  # noqa: ASYNC109 - the grace period is the point

@@ -34,7 +34,7 @@ from .tools import unanswered_calls
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "track"]
+__all__ = ["BUS_EVENT_TYPES", "ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "track"]
 
 log = logging.getLogger("standardagents.runtime")
 
@@ -323,6 +323,10 @@ async def stop(rt: Runtime, thread_id: str, *, timeout: float = 10.0,  # noqa: A
             with contextlib.suppress(TimeoutError):
                 await sub.get(timeout=min(left, 0.25))
     return False
+
+
+#: the event types :func:`on_bus_event` acts on (the listener sees every event of the bus)
+BUS_EVENT_TYPES = frozenset((HANDED_OVER, "stop_requested"))
 
 
 def on_bus_event(rt: Runtime, event: Any) -> None:
