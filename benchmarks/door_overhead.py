@@ -33,14 +33,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_load import (
-    _free_port,
-    _make_token,
-    _start_server,
-    _start_stub,
-    _wait_ready,
-    _write_project,
-)
+from serve_procs import free_port, make_token, wait_ready
+from server_load import _start_server, _start_stub, _write_project
 
 __all__ = ["main"]
 
@@ -100,7 +94,7 @@ async def _fresh_threads(client: httpx.AsyncClient, n: int) -> list[str]:
 
 async def _measure(base: str, token: str, pid: int, rounds: int, batch: int) -> None:
     headers = {"Authorization": f"Bearer {token}"}
-    await _wait_ready(base, headers)
+    await wait_ready(base, headers)
     ttft: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
@@ -158,8 +152,8 @@ def main(argv: list[str] | None = None) -> None:
             root = Path(tmp) / "project"
             _write_project(root, stub_url, 0)
             database_url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
-            token = asyncio.run(_make_token(root, database_url))
-            port = _free_port()
+            token = asyncio.run(make_token(database_url, root))
+            port = free_port()
             server = _start_server(root, database_url, port)
             asyncio.run(_measure(f"http://127.0.0.1:{port}", token, server.pid, args.rounds, args.batch))
     finally:

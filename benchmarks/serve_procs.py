@@ -72,10 +72,11 @@ def write_project(root: Path, base_url: str, files: dict[str, str]) -> Path:
     return root
 
 
-async def make_token(database_url: str) -> str:
+async def make_token(database_url: str, project_dir: Path | None = None) -> str:
+    """An admin's API token on that database (a relative SQLite URL is the project's)."""
     from standardagents.store import open_store
 
-    store = open_store(database_url)
+    store = open_store(database_url, project_dir=project_dir)
     await store.open()
     try:
         user = await store.create_user("bench", is_admin=True)

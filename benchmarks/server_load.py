@@ -20,7 +20,6 @@ import asyncio
 import collections
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from serve_procs import free_port, make_token, wait_ready
 
 __all__ = ["main", "run_turn"]
 
@@ -42,12 +42,6 @@ class Turn:
     total: float
     messages: int
     stop_reason: str | None = None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _write_project(root: Path, base_url: str, tool_rounds: int) -> None:
@@ -87,19 +81,6 @@ def _write_project(root: Path, base_url: str, tool_rounds: int) -> None:
         path.write_text(textwrap.dedent(text).lstrip())
 
 
-async def _make_token(root: Path, database_url: str) -> str:
-    from standardagents.store import open_store
-
-    store = open_store(database_url, project_dir=root)
-    await store.open()
-    try:
-        user = await store.create_user("bench", is_admin=True)
-        _, secret = await store.create_api_token(user.id, "bench")
-        return secret
-    finally:
-        await store.close()
-
-
 def _start_stub(delay_ms: float, tool_rounds: int, max_seconds: float) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "standardagents.testing.openai_stub", "--port", "0", "--delay-ms", str(delay_ms),
@@ -118,19 +99,6 @@ def _start_server(root: Path, database_url: str, port: int) -> subprocess.Popen[
             f"run_server({str(root)!r}, host='127.0.0.1', port={port}, database_url={database_url!r}, log_level='warning')")
     env = {**os.environ, "STUB_API_KEY": "sk-bench"}
     return subprocess.Popen([sys.executable, "-c", code], env=env, text=True)
-
-
-async def _wait_ready(base: str, headers: dict[str, str], within: float = 30.0) -> None:
-    end = time.monotonic() + within
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=2) as client:
-        while time.monotonic() < end:
-            try:
-                if (await client.get("/api/agents")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    raise SystemExit("the server did not start")
 
 
 async def run_turn(client: httpx.AsyncClient, thread_id: str) -> Turn:
@@ -174,7 +142,7 @@ def _ms(values: list[float]) -> str:
 
 async def _load(base: str, token: str, n: int, request_timeout: float) -> None:
     headers = {"Authorization": f"Bearer {token}"}
-    await _wait_ready(base, headers)
+    await wait_ready(base, headers)
     limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=request_timeout, limits=limits) as client:
         threads = []
@@ -216,8 +184,8 @@ def main(argv: list[str] | None = None) -> None:
         server = None
         try:
             _write_project(root, base_url, args.tool_rounds)
-            token = asyncio.run(_make_token(root, database_url))
-            port = _free_port()
+            token = asyncio.run(make_token(database_url, root))
+            port = free_port()
             server = _start_server(root, database_url, port)
             print(f"model stub {base_url} (delay {args.delay_ms:g} ms, {args.tool_rounds} tool rounds); "
                   f"server http://127.0.0.1:{port}")

@@ -28,7 +28,8 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_load import _free_port, _start_server, _wait_ready
+from serve_procs import free_port, wait_ready
+from server_load import _start_server
 
 __all__ = ["main"]
 
@@ -141,12 +142,12 @@ async def run(rounds: int, tool_blocks: int, chat_pairs: int) -> None:
         database_url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
         token, tid, count, calls = await _seed(root, database_url, tool_blocks, chat_pairs)
         bubbles = tool_blocks * 2 + chat_pairs * 2   # user questions and text replies
-        port = _free_port()
+        port = free_port()
         server = _start_server(root, database_url, port)
         base = f"http://127.0.0.1:{port}"
         try:
             headers = {"Authorization": f"Bearer {token}"}
-            await _wait_ready(base, headers)
+            await wait_ready(base, headers)
             async with httpx.AsyncClient(base_url=base, headers=headers) as client:
                 api_bytes = 0
                 for offset in range(0, count, 500):
