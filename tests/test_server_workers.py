@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -20,6 +19,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from httpx_sse import aconnect_sse
 
 from standardagents.relay import asyncpg_dsn
 from standardagents.store import open_store
@@ -195,18 +195,12 @@ class _Watch:
         self._task = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
-        async with self.client.stream("GET", f"/api/threads/{self.thread_id}/stream") as response:
-            response.raise_for_status()
-            self.worker = response.headers[WORKER]
+        async with aconnect_sse(self.client, "GET", f"/api/threads/{self.thread_id}/stream") as source:
+            source.response.raise_for_status()
+            self.worker = source.response.headers[WORKER]
             self._open.set()
-            buffer = ""
-            async for text in response.aiter_text():
-                buffer += text
-                while "\n\n" in buffer:
-                    frame, buffer = buffer.split("\n\n", 1)
-                    data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
-                    if data is not None:
-                        await self.events.put(json.loads(data))
+            async for sse in source.aiter_sse():
+                await self.events.put(sse.json())
 
     async def opened(self) -> str:
         await asyncio.wait_for(self._open.wait(), 10)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from httpx_sse import aconnect_sse
 
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from test_server_workers import WORKER, _admin_token, _stubbed_model, _two_workers, _write_files
@@ -61,20 +62,14 @@ class Stream:
         self._task = asyncio.create_task(self._read(thread_id))
 
     async def _read(self, thread_id: str) -> None:
-        async with self.client.stream("GET", f"/api/threads/{thread_id}/stream", headers=self._headers) as response:
-            response.raise_for_status()
-            self.worker = response.headers[WORKER]
+        async with aconnect_sse(self.client, "GET", f"/api/threads/{thread_id}/stream", headers=self._headers) as source:
+            source.response.raise_for_status()
+            self.worker = source.response.headers[WORKER]
             self._open.set()
-            buffer = ""
-            async for text in response.aiter_text():
-                buffer += text
-                while "\n\n" in buffer:
-                    frame, buffer = buffer.split("\n\n", 1)
-                    data = next((line[6:] for line in frame.splitlines() if line.startswith("data: ")), None)
-                    if data is not None:
-                        async with self._changed:
-                            self.events.append(json.loads(data))
-                            self._changed.notify_all()
+            async for sse in source.aiter_sse():
+                async with self._changed:
+                    self.events.append(sse.json())
+                    self._changed.notify_all()
 
     async def opened(self) -> str:
         await asyncio.wait_for(self._open.wait(), 10)
