@@ -31,7 +31,14 @@ from ..auth import authenticate
 from ..errors import ApiError, JSONResponse
 from ..state import server_of
 from ..streams import turn_events
-from .common import DoorError, agent_description, open_thread, primary_agents, turn_failure
+from .common import (
+    DoorError,
+    agent_description,
+    decide_calls,
+    open_thread,
+    primary_agents,
+    turn_failure,
+)
 
 if TYPE_CHECKING:
     from ...engine.runtime import Runtime
@@ -91,18 +98,12 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
                 else:
                     approved = text.strip().lower().rstrip(".!") in _YES
                     reason = None if approved else (text.strip() or None)
-                sub = rt.subscribe(thread.id, reasoning=False)
-                resumed = None
-                try:
-                    for pending in await rt.pending_approvals(thread.id):
-                        resumed = await rt.decide(pending["token"], approved, reason=reason, thread_id=thread.id) or resumed
-                except BaseException:
-                    sub.close()
-                    raise
-                if resumed is None:
-                    sub.close()
+                tokens = [p["token"] for p in await rt.pending_approvals(thread.id)]
+                decided = await decide_calls(rt, thread.id, [(t, approved, reason) for t in tokens])
+                if decided is None:
                     await updater.failed(updater.new_agent_message([new_text_part("nothing waits for a decision")]))
                     return
+                sub, resumed = decided
                 await self._follow(updater, sub, resumed, thread.id, task_id)
                 return
             if not text.strip():

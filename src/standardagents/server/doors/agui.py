@@ -35,7 +35,7 @@ from ..auth import authenticate
 from ..errors import ApiError, read_json
 from ..state import server_of
 from ..streams import sse_response, turn_events
-from .common import DoorError, Turn, open_thread, start_turn, turn_failure
+from .common import DoorError, Turn, decide_calls, open_thread, start_turn, turn_failure
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
@@ -374,24 +374,19 @@ async def _resume(request: Request, rt: Any, thread: Any, entries: list[Any]) ->
     unknown = [e.interrupt_id for e in entries if e.interrupt_id not in pending]
     if unknown:
         raise ApiError(422, f"no call of thread {thread.id!r} waits under interrupt id {unknown[0]!r}")
-    sub = rt.subscribe(thread.id, reasoning=False)
-    task = None
+    decisions = []
+    for entry in entries:
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        approved = entry.status == "resolved" and payload.get("approved", entry.payload is not False) is not False
+        reason = payload.get("reason") if isinstance(payload.get("reason"), str) else None
+        decisions.append((pending[entry.interrupt_id]["token"], approved, reason))
     try:
-        for entry in entries:
-            payload = entry.payload if isinstance(entry.payload, dict) else {}
-            approved = entry.status == "resolved" and payload.get("approved", entry.payload is not False) is not False
-            reason = payload.get("reason") if isinstance(payload.get("reason"), str) else None
-            task = await rt.decide(pending[entry.interrupt_id]["token"], approved, reason=reason,
-                                   thread_id=thread.id) or task
+        decided = await decide_calls(rt, thread.id, decisions)
     except ApprovalError as exc:
-        sub.close()
         raise ApiError(403, str(exc), code="invalid_approval") from exc
-    except BaseException:
-        sub.close()
-        raise
-    if task is None:
-        sub.close()
+    if decided is None:
         raise ApiError(422, "other calls of this run still wait: answer every interrupt in 'resume'")
+    sub, task = decided
     return Turn(thread, pending[entries[0].interrupt_id]["executionId"], task, sub)
 
 

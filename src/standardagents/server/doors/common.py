@@ -23,6 +23,7 @@ __all__ = [
     "Turn",
     "TurnFailure",
     "agent_description",
+    "decide_calls",
     "local_user",
     "open_thread",
     "primary_agents",
@@ -169,3 +170,25 @@ async def start_turn(rt: Runtime, thread: ThreadRecord, message: str | None, **k
         sub.close()
         raise
     return Turn(thread, execution_id, task, sub)
+
+
+async def decide_calls(rt: Runtime, thread_id: str, decisions: list[tuple[str, bool, str | None]],
+                       ) -> tuple[Subscription, asyncio.Task[ExecutionResult]] | None:
+    """Record ``(token, approved, reason)`` decisions for a thread's waiting calls, subscribed
+    first so no event of the resumed turn is missed: the subscription and the resumed turn's
+    task, or None when calls still wait (or nothing was decided). Every door that lets a
+    person answer an approval goes through here; an ``ApprovalError`` propagates."""
+    if not decisions:
+        return None
+    sub = rt.subscribe(thread_id, reasoning=False)
+    task = None
+    try:
+        for token, approved, reason in decisions:
+            task = await rt.decide(token, approved, reason=reason, thread_id=thread_id) or task
+    except BaseException:
+        sub.close()
+        raise
+    if task is None:
+        sub.close()
+        return None
+    return sub, task

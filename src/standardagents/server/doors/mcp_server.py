@@ -41,6 +41,7 @@ from ..streams import turn_events
 from .common import (
     DoorError,
     agent_description,
+    decide_calls,
     open_thread,
     primary_agents,
     start_turn,
@@ -272,20 +273,7 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
 
     async def _decide(thread_id: str, decisions: list[tuple[dict[str, Any], bool, str | None]]) -> tuple[Any, Any] | None:
         """Record the decisions; the resumed turn's subscription and task (None if nothing resumed)."""
-        if not decisions:
-            return None
-        sub = rt.subscribe(thread_id, reasoning=False)
-        task = None
-        try:
-            for pending, approved, reason in decisions:
-                task = await rt.decide(pending["token"], approved, reason=reason, thread_id=thread_id) or task
-        except BaseException:
-            sub.close()
-            raise
-        if task is None:
-            sub.close()
-            return None
-        return sub, task
+        return await decide_calls(rt, thread_id, [(p["token"], approved, reason) for p, approved, reason in decisions])
 
     async def _ask_approvals(ctx: ServerRequestContext[Any, Any], thread_id: str) -> tuple[Any, Any] | None:
         """Ask the person about every waiting call (one elicitation each) and decide them; the
