@@ -32,7 +32,7 @@ class Model:
         if not any(m.get("role") == "tool" for m in body.get("messages", [])):
             return StubReply(tool_calls=[("add", json.dumps({"a": 2, "b": 3}))])
         self.second_asked.set()
-        self.resume.wait(20)
+        self.resume.wait(30)
         return StubReply(text="Two and three make five, as the tool said.", chunk_size=3)
 
 

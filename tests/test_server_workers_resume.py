@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 from httpx_sse import aconnect_sse
 
-from standardagents.testing.openai_stub import OpenAIStub, StubReply
+from standardagents.testing.openai_stub import OpenAIStub
+from test_server_stream_resume import Model
 from test_server_workers import WORKER, _admin_token, _stubbed_model, _two_workers, _write_files
 from test_server_workers import database as database  # the fixture
 
@@ -32,21 +31,6 @@ PROJECT = {
         "    '''Add two integers.\n\n    Args:\n        a: The first.\n        b: The second.\n    '''\n"
         "    return str(a + b)\n"),
 }
-
-
-class Model:
-    """A tool call first; the answer (streamed in many chunks) only once ``resume`` is set."""
-
-    def __init__(self) -> None:
-        self.resume = threading.Event()
-        self.second_asked = threading.Event()
-
-    def __call__(self, body: dict[str, Any]) -> StubReply:
-        if not any(m.get("role") == "tool" for m in body.get("messages", [])):
-            return StubReply(tool_calls=[("add", json.dumps({"a": 2, "b": 3}))])
-        self.second_asked.set()
-        self.resume.wait(30)
-        return StubReply(text="Two and three make five, which is what the tool said too.", chunk_size=2)
 
 
 class Stream:
