@@ -52,28 +52,33 @@ EXAMPLES: list[dict[str, Any]] = [
     {"spec": AGENT_SPEC, "model": {"temperature": None}, "tools": None, "prompt": []},
 ]
 
-INVALID: list[dict[str, Any]] = [
-    {},
-    {"spec": "cubicecho.agent/2"},
-    {"spec": AGENT_SPEC, "endpoint": {"apiKey": "sk-1"}},
-    {"spec": AGENT_SPEC, "model": {"temperature": 2.5}},
-    {"spec": AGENT_SPEC, "model": {"maxTokens": True}},
-    {"spec": AGENT_SPEC, "model": {"extraBody": {"stream": True}}},
-    {"spec": AGENT_SPEC, "prompt": [{"id": "a"}]},
-    {"spec": AGENT_SPEC, "prompt": {"id": "a", "text": "t"}},
-    {"spec": AGENT_SPEC, "tools": {"maxIterations": 0}},
-    {"spec": AGENT_SPEC, "tools": {"servers": [""]}},
-    {
-        "spec": AGENT_SPEC,
-        "hooks": [{"id": "h", "on": "afterTurn", "server": "s", "tool": "t", "inject": True}],
-    },
-    {
-        "spec": AGENT_SPEC,
-        "hooks": [{"id": "h", "on": "beforeTurn", "server": "s", "tool": "t", "veto": True}],
-    },
-    {"spec": AGENT_SPEC, "hooks": [{"id": "h", "on": "later", "server": "s", "tool": "t"}]},
-    {"spec": AGENT_SPEC, "bundle": {"mcpServers": [{"command": "x"}]}},
-    {"spec": AGENT_SPEC, "requires": [1]},
+#: documents the schema rejects, each with what the parser makes of it: the errors that refuse
+#: it, or the warnings of what it trimmed
+INVALID: list[tuple[dict[str, Any], list[str], list[str]]] = [
+    ({}, ['spec: must be "cubicecho.agent/1"'], []),
+    ({"spec": "cubicecho.agent/2"}, ["spec: is version 2, and this build reads version 1"], []),
+    ({"spec": AGENT_SPEC, "endpoint": {"apiKey": "sk-1"}}, [],
+     ["endpoint.apiKey: is not part of this format, since a document carries no credentials, and was dropped"]),
+    ({"spec": AGENT_SPEC, "model": {"temperature": 2.5}}, [],
+     ["model.temperature: must be between 0 and 2, and was dropped"]),
+    ({"spec": AGENT_SPEC, "model": {"maxTokens": True}}, [],
+     ["model.maxTokens: must be a finite number, and was dropped"]),
+    ({"spec": AGENT_SPEC, "model": {"extraBody": {"stream": True}}}, [],
+     ["model.extraBody.stream: is always set by the loop itself, and was dropped"]),
+    ({"spec": AGENT_SPEC, "prompt": [{"id": "a"}]}, [], ["prompt[0]: has neither text nor a ref, and was dropped"]),
+    ({"spec": AGENT_SPEC, "prompt": {"id": "a", "text": "t"}}, ["prompt: must be an array"], []),
+    ({"spec": AGENT_SPEC, "tools": {"maxIterations": 0}}, [],
+     ["tools.maxIterations: must be at least 1, and was dropped"]),
+    ({"spec": AGENT_SPEC, "tools": {"servers": [""]}}, [], ["tools.servers[0]: is empty, and was dropped"]),
+    ({"spec": AGENT_SPEC, "hooks": [{"id": "h", "on": "afterTurn", "server": "s", "tool": "t", "inject": True}]}, [],
+     ['hooks[0].inject: "afterTurn" fires after the model has answered, and was dropped']),
+    ({"spec": AGENT_SPEC, "hooks": [{"id": "h", "on": "beforeTurn", "server": "s", "tool": "t", "veto": True}]}, [],
+     ['hooks[0].veto: "beforeTurn" announces nothing a hook could decline, and was dropped']),
+    ({"spec": AGENT_SPEC, "hooks": [{"id": "h", "on": "later", "server": "s", "tool": "t"}]}, [],
+     ['hooks[0].on: "later" is not a hook event, and was dropped']),
+    ({"spec": AGENT_SPEC, "bundle": {"mcpServers": [{"command": "x"}]}}, [],
+     ["bundle.mcpServers[0]: needs a non-empty id or slug, and was dropped"]),
+    ({"spec": AGENT_SPEC, "requires": [1]}, ["requires[0]: must be a string"], []),
 ]
 
 
@@ -115,13 +120,13 @@ def test_schema_valid_examples_parse_without_errors(example: dict[str, Any]) -> 
     assert parsed.errors == []
 
 
-@pytest.mark.parametrize("example", INVALID)
+@pytest.mark.parametrize(("example", "errors", "warnings"), INVALID)
 def test_documents_the_parser_would_refuse_or_trim_fail_the_schema(
-    validator: jsonschema.Draft202012Validator, example: dict[str, Any]
+    validator: jsonschema.Draft202012Validator, example: dict[str, Any], errors: list[str], warnings: list[str]
 ) -> None:
     assert list(validator.iter_errors(example)) != []
     parsed = parse_spec(example, bundle=True)
-    assert parsed.errors or parsed.warnings
+    assert (parsed.errors, parsed.warnings) == (errors, warnings)
 
 
 def test_the_schema_lists_the_same_hook_events_as_the_parser() -> None:

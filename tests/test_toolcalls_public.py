@@ -32,11 +32,27 @@ EXPECTED = {
     "strip_thinking",
     "ask",
     "ask_json",
+    "parse_json",
+    "CompatLevel",
+    "OutputMode",
+    "CAPABILITY_SNAPSHOT_VERSION",
+    "default_latches",
+    "MESSAGE_OVERHEAD",
+    "PRUNED_PLACEHOLDER",
+    "SUMMARY_PREFIX",
+    "is_summary_message",
+    "ExpandedNames",
+    "LOAD_TOOLS_NAME",
+    "Fence",
+    "Piece",
+    "THINK_FENCE",
+    "DEFAULT_FENCES",
+    "ALL_FENCES",
 }
 
 
 def test_public_names_are_exported() -> None:
-    assert set(toolcalls.__all__) >= EXPECTED
+    assert set(toolcalls.__all__) == EXPECTED
     for name in toolcalls.__all__:
         assert hasattr(toolcalls, name), name
 
