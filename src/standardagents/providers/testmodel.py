@@ -12,6 +12,10 @@ text reply quotes the first sentence of the system prompt (so each side of a deb
 stance it was given), and a tool the system prompt names in backticks ("call `conclude`
 when...") is a closing move, made only once the model has replied at least once, with the
 tool's own defaults.
+
+It obeys ``tool_choice`` the way an endpoint must: ``none`` makes no tool call, ``required``
+at least one (the closing tools too, and again after results), and a named tool only that
+tool.
 """
 
 from __future__ import annotations
@@ -231,6 +235,19 @@ def _closing_tools(request: ModelRequest) -> set[str]:
     return set(re.findall(r"`([A-Za-z0-9_:/.-]+)`", system))
 
 
+def _forced_choice(request: ModelRequest) -> str | None:
+    """``none``, ``required``, or the name of the one tool to call (None: the model decides).
+
+    Both wire shapes of a named tool are read: chat completions' ``{"type": "function",
+    "function": {"name": ...}}`` and the flat ``{"type": "function", "name": ...}``."""
+    choice = request.tool_choice
+    if isinstance(choice, dict):
+        named = choice.get("function")
+        name = named.get("name") if isinstance(named, dict) else choice.get("name")
+        return f"tool:{name}" if isinstance(name, str) and name else None
+    return choice if choice in ("none", "required") else None
+
+
 def _has_replied(request: ModelRequest) -> bool:
     return any(m.get("role") == "assistant" and _content_text(m.get("content")) for m in request.messages)
 
@@ -303,7 +320,20 @@ class TestModelProvider(ModelProvider):
         replied = _has_replied(request)
         offered = [tool.get("function") or tool for tool in request.tools]
         due = [fn for fn in offered if str(fn.get("name", "")) not in closing or replied]
-        if due and not results:
+        forced = _forced_choice(request)
+        if forced == "none":
+            due = []
+        elif forced == "required":
+            due = due or offered
+            if not due:
+                raise self._refusal("tool_choice 'required' needs at least one tool, and the request offers none")
+        elif forced is not None:
+            name = forced.removeprefix("tool:")
+            due = [fn for fn in offered if fn.get("name") == name]
+            if not due:
+                raise self._refusal(f"tool_choice names the tool {name!r}, which the request does not offer "
+                                    f"(it offers {', '.join(repr(fn.get('name')) for fn in offered) or 'none'})")
+        if due and (not results or forced is not None):
             calls = []
             hint = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else None
             for fn in due:
@@ -334,6 +364,13 @@ class TestModelProvider(ModelProvider):
         text = f"{_REPLY_PREFIX}{_truncate(user_text)}" if user_text else "Test reply."
         instruction = _instruction(request)
         return ModelResponse(text=f"{text} (as instructed: {instruction})" if instruction else text)
+
+    @staticmethod
+    def _refusal(message: str) -> Exception:
+        """What an endpoint answers a ``tool_choice`` it cannot honour: a 400, not retried."""
+        from ..exceptions import ProviderError
+
+        return ProviderError(f"test model: {message}", status=400, code="invalid_request", retriable=False)
 
     def _scripted_reply(self, request: ModelRequest) -> ModelResponse:
         from ..exceptions import ProviderError
