@@ -15,7 +15,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from engine_helpers import stub_model
-from standardagents import Runtime, define_agent, define_prompt, define_tool, observability
+from standardagents import (
+    Runtime,
+    define_agent,
+    define_model,
+    define_prompt,
+    define_tool,
+    observability,
+)
 from standardagents.project import build_registry
 from standardagents.server import create_app
 from standardagents.store import open_store
@@ -96,6 +103,17 @@ async def test_a_tool_round_is_one_agent_span_with_chat_and_tool_spans(stub, mak
     for chat, headers in zip((first, second), stub.request_headers, strict=True):
         trace_id, span_id = headers["traceparent"].split("-")[1:3]
         assert (int(trace_id, 16), int(span_id, 16)) == (chat.context.trace_id, chat.context.span_id)
+
+
+async def test_a_chat_span_names_the_server_of_an_endpoint_set_by_openai_base_url(stub, make_runtime, spans,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    stub.queue("Hi.")
+    model = define_model(name="default", provider="openai", model="env-model", stream=False, max_retries=0)
+    rt = await make_runtime(AGENT, prompt(), model)
+    assert (await rt.run("helper", "hello")).text == "Hi."
+    (chat,) = named(spans, "chat env-model")
+    assert (chat.attributes["server.address"], chat.attributes["server.port"]) == ("127.0.0.1", stub.port)
 
 
 async def test_message_contents_only_when_opted_in(stub, make_runtime, spans, monkeypatch):

@@ -28,7 +28,7 @@ def _scalars(data: dict[str, Any], prefix: str = "standardagents.") -> dict[str,
     return {prefix + k: v for k, v in data.items() if isinstance(v, str | int | float | bool)}
 
 
-#: per model (name, provider, model, base URL): the ``chat`` span's name and the attributes
+#: per model (name, provider, model, endpoint URL): the ``chat`` span's name and the attributes
 #: that never change between its calls, so a call copies one dict instead of building it
 #: (and parsing the base URL) again
 _model_static: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = {}
@@ -50,8 +50,25 @@ def _server(base_url: str | None) -> dict[str, Any]:
     return out
 
 
-def _model_attributes(model: Any) -> tuple[str, dict[str, Any]]:
-    key = (model.name, model.provider, model.model, model.base_url)
+def _endpoint_of(provider: Any) -> str | None:
+    """The URL a provider's client actually sends to: its ``base_url`` (the OpenAI provider
+    resolves ``OPENAI_BASE_URL`` into it), else its SDK client's (Anthropic's reads
+    ``ANTHROPIC_BASE_URL``); None for a provider without one (the offline test model)."""
+    url = getattr(provider, "base_url", None) or getattr(getattr(provider, "client", None), "base_url", None)
+    return str(url) if url else None
+
+
+def _endpoint(probe: ExecutionProbe, model: Any) -> str | None:
+    """Where the call goes: the endpoint of the provider the runtime made for ``model`` (the
+    definition's ``base_url`` may be unset, the address then coming from the environment)."""
+    try:
+        return _endpoint_of(probe.execution.rt.provider_for(model)) or model.base_url
+    except Exception:  # a provider that cannot be built fails the call itself, not its span
+        return model.base_url  # type: ignore[no-any-return]
+
+
+def _model_attributes(model: Any, endpoint: str | None) -> tuple[str, dict[str, Any]]:
+    key = (model.name, model.provider, model.model, endpoint)
     found = _model_static.get(key)
     if found is None:
         if len(_model_static) >= _CACHE_LIMIT:
@@ -61,7 +78,7 @@ def _model_attributes(model: Any) -> tuple[str, dict[str, Any]]:
             "gen_ai.provider.name": model.provider,
             "gen_ai.request.model": model.model,
             "standardagents.model": model.name,
-            **_server(model.base_url),
+            **_server(endpoint),
         })
     return found
 
@@ -240,7 +257,7 @@ class ModelCallProbe:
         if tracer is None:
             return self
         model, request = self.model, self.request
-        name, static = _model_attributes(model)
+        name, static = _model_attributes(model, _endpoint(self.probe, model))
         attrs = static.copy()
         attrs["standardagents.step"] = self.probe.execution.ex.step_count
         if request.max_tokens:
