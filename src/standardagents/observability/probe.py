@@ -64,7 +64,7 @@ def _endpoint(probe: ExecutionProbe, model: Any) -> str | None:
     try:
         return _endpoint_of(probe.execution.rt.provider_for(model)) or model.base_url
     except Exception:  # a provider that cannot be built fails the call itself, not its span
-        return model.base_url  # type: ignore[no-any-return]
+        return model.base_url
 
 
 def _model_attributes(model: Any, endpoint: str | None) -> tuple[str, dict[str, Any]]:
