@@ -477,9 +477,26 @@ LogFormatOpt = Annotated[str, typer.Option(
     help="json: one JSON object per line, with trace_id, span_id, thread_id and execution_id inside a turn.")]
 
 
-def _check_log_format(value: str) -> None:
+def _use_log_format(value: str) -> None:
+    """Refuse an unknown format; set up a known one before the project loads, so what its
+    modules log is in the format too."""
     if value not in ("text", "json"):
         raise typer.BadParameter(f"{value!r} is not a log format: use text or json", param_hint="--log-format")
+    from .observability.logs import configure_logging
+
+    configure_logging(value)
+
+
+def _announce(log_format: str, line: str) -> None:
+    """The server's start-up line (Rich markup): printed, or a log record in the JSON format."""
+    if log_format == "json":
+        import logging
+
+        from rich.text import Text
+
+        logging.getLogger("standardagents.server").info(Text.from_markup(line).plain)
+    else:
+        out.print(line)
 
 
 TraceUrlOpt = Annotated[str | None, typer.Option(
@@ -523,12 +540,12 @@ def serve(
     if titles:
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
     _set_trace_url(trace_url)
-    _check_log_format(log_format)
+    _use_log_format(log_format)
     _guard(lambda: _preflight(project, database_url))
     if workers > 1:
         _refuse_sqlite_workers(project, database_url, workers)
     _check_port(host, port)
-    out.print(f"[bold]standardagents[/] serving {project} on http://{host}:{port}/ (API under /api)")
+    _announce(log_format, f"[bold]standardagents[/] serving {escape(str(project))} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev,
                               watch=reload_project, log_format=log_format, graceful_timeout=graceful_timeout))
 
@@ -548,10 +565,10 @@ def dev(
     from .server import run_server
 
     _set_trace_url(trace_url)
-    _check_log_format(log_format)
+    _use_log_format(log_format)
     _guard(lambda: _preflight(project, database_url))
     _check_port(host, port)
-    out.print(f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
+    _announce(log_format, f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
     _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True, watch=True,
                               log_format=log_format))
 

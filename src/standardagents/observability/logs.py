@@ -1,14 +1,23 @@
 """JSON log records that join traces and threads: inside a turn each record carries the
-``trace_id`` and ``span_id`` of the current span and the thread and execution ids."""
+``trace_id`` and ``span_id`` of the current span and the thread and execution ids.
+
+With ``--log-format json`` every record of the process is JSON: the handler sits on the root
+logger, so a tool's or hook's own ``logging.getLogger(...)`` records (INFO and up) come out
+as JSON lines with the turn's ids, beside uvicorn's and the runtime's."""
 
 from __future__ import annotations
 
 import json
 import logging
+import logging.config
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["JsonFormatter", "uvicorn_log_config"]
+__all__ = ["JsonFormatter", "configure_logging", "uvicorn_log_config"]
+
+#: loggers of the HTTP clients models are called through: one INFO line per request would
+#: drown the records that matter, so only their warnings and errors are kept
+_QUIET = ("httpx", "httpcore")
 
 try:
     from opentelemetry import trace as _trace
@@ -43,7 +52,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def uvicorn_log_config(log_format: str) -> dict[str, Any] | None:
-    """A ``logging.config.dictConfig`` for uvicorn and our loggers (None: uvicorn's own)."""
+    """A ``logging.config.dictConfig`` for the whole process (None: uvicorn's own text setup).
+
+    For ``json`` the one handler is the root logger's, at INFO: uvicorn's loggers and ours
+    write to it directly, every other logger (the project's tools and hooks, libraries)
+    reaches it by propagation."""
     if log_format != "json":
         return None
     handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
@@ -52,10 +65,23 @@ def uvicorn_log_config(log_format: str) -> dict[str, Any] | None:
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "standardagents.observability.logs.JsonFormatter"}},
         "handlers": {"default": handler},
+        "root": {"handlers": ["default"], "level": "INFO"},
         "loggers": {
             "uvicorn": {"handlers": ["default"], "level": "INFO", "propagate": False},
             "uvicorn.error": {"level": "INFO"},
             "uvicorn.access": {"handlers": ["default"], "level": "INFO", "propagate": False},
             "standardagents": {"handlers": ["default"], "level": "INFO", "propagate": False},
+            **{name: {"level": "WARNING"} for name in _QUIET},
         },
     }
+
+
+def configure_logging(log_format: str) -> None:
+    """Set up the process's logging for ``log_format`` before anything is written (the
+    server's start-up line included); ``text`` leaves logging as it is. Python's warnings
+    become records too, so nothing reaches stderr outside the format."""
+    config = uvicorn_log_config(log_format)
+    if config is None:
+        return
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)
