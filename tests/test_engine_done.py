@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from standardagents.engine.done import DONE_KEY
+from standardagents.engine.owners import NAMESPACE
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from store_fixtures import Backend, backend  # noqa: F401 - the fixture
@@ -180,7 +181,7 @@ async def test_two_runtimes_recovering_a_lost_done_at_once_write_and_send_it_onc
         ended = ExecutionRecord(thread_id=thread.id, status="complete", stop_reason="complete",
                                 state={"outcome": "response", "value": None})
         await store.save_execution(ended)
-        owner = f"{socket.gethostname()}:{_dead_pid()}:0123456789ab"
+        owner = f"{socket.gethostname()}/{NAMESPACE}:{_dead_pid()}:0-0123456789ab"
         assert await store.claim_env("lock", "", thread.id, {"owner": owner}, now_ms())
         subs = [rt.subscribe(thread.id) for rt in runtimes]
         await asyncio.gather(*(rt.recover() for rt in runtimes))

@@ -20,6 +20,7 @@ import pytest
 from engine_helpers import stub_model
 from standardagents import Runtime, define_agent, define_prompt, define_tool
 from standardagents.engine.approvals import ApprovalError
+from standardagents.engine.owners import NAMESPACE
 from standardagents.project import build_registry
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import StubReply
@@ -105,11 +106,12 @@ async def test_the_approval_secret_is_out_of_reach_of_tools(stub, make_runtime) 
 SAME_IDENTITY_SCRIPT = textwrap.dedent('''
     import asyncio, socket, sys
     from standardagents import Runtime
+    from standardagents.engine.owners import NAMESPACE
     from standardagents.store import open_store
 
     async def main():
         rt = await Runtime.open(sys.argv[1], store=open_store(sys.argv[2]))
-        rt.owner = f"{socket.gethostname()}:{sys.argv[3]}"
+        rt.owner = f"{socket.gethostname()}/{NAMESPACE}:{sys.argv[3]}:0-0123456789ab"
         thread = await rt.create_thread("worker")
         print(thread.id, flush=True)
         first = await rt.start(thread.id, "run the job")
@@ -153,7 +155,7 @@ async def test_a_restart_with_the_same_host_and_pid_still_recovers_what_the_dead
         assert users == ["run the job", "and then this, please"]
         assert await rt.store.list_scope("inbox") == []
         assert await rt.store.list_scope("lock") == []
-        assert rt.owner != f"{socket.gethostname()}:{os.getpid()}"
+        assert rt.owner != f"{socket.gethostname()}/{NAMESPACE}:{os.getpid()}:0-0123456789ab"
     finally:
         await rt.aclose()
 

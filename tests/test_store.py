@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,9 +15,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from standardagents.exceptions import NotFoundError, StoreError
+from standardagents.exceptions import ExecutionTakenOver, NotFoundError, StoreError
 from standardagents.records import (
     ExecutionRecord,
+    Fence,
     LogRecord,
     Message,
     ThreadRecord,
@@ -401,10 +403,72 @@ async def test_touch_executions_refreshes_only_running_ones(store: SQLStore) -> 
     done = ExecutionRecord(thread_id=thread.id, status="complete", updated_at=1000)
     for e in (running, done):
         await store.save_execution(e)
-    assert await store.touch_executions([running.id, done.id], 5000) == 1
+    assert await store.touch_executions([Fence(running.id, 0), Fence(done.id, 0)], 5000) == []
     assert (await store.get_execution(running.id)).updated_at == 5000
     assert (await store.get_execution(done.id)).updated_at == 1000
-    assert await store.touch_executions([], 6000) == 0
+    assert await store.touch_executions([], 6000) == []
+
+
+async def _taken_over(store: SQLStore) -> tuple[ThreadRecord, ExecutionRecord]:
+    """A running execution at epoch 0 that another process then claimed (epoch 1)."""
+    thread = await _thread(store)
+    mine = ExecutionRecord(thread_id=thread.id, updated_at=1000)
+    await store.save_execution(mine)
+    theirs = replace(mine, state={"owner": "other"}, updated_at=2000, epoch=1)
+    assert await store.replace_execution(theirs, expected_status="running", expected_updated_at=1000)
+    return thread, mine
+
+
+async def test_touch_executions_names_the_ones_taken_over_and_leaves_them_alone(store: SQLStore) -> None:
+    thread, mine = await _taken_over(store)
+    kept = ExecutionRecord(thread_id=thread.id, updated_at=1000)
+    await store.save_execution(kept)
+    assert await store.touch_executions([Fence(mine.id, 0), Fence(kept.id, 0)], 5000) == [mine.id]
+    assert (await store.get_execution(mine.id)).updated_at == 2000
+    assert (await store.get_execution(kept.id)).updated_at == 5000
+
+
+async def test_a_step_of_an_execution_taken_over_writes_nothing(store: SQLStore) -> None:
+    thread, mine = await _taken_over(store)
+    before = await store.add_message(Message(thread_id=thread.id, role="user", content="hi"))
+    reply = Message(thread_id=thread.id, role="assistant", content="late")
+    with pytest.raises(ExecutionTakenOver) as caught:
+        await store.commit_step(messages=[reply], updates=[(before.id, {"content": "changed"})],
+                                execution=replace(mine, step_count=1))
+    assert (caught.value.execution_id, caught.value.epoch) == (mine.id, 0)
+    with pytest.raises(ExecutionTakenOver):
+        await store.commit_step(messages=[reply], updates=[(before.id, {"content": "changed"})],
+                                fence=Fence(mine.id, 0))
+    assert [m.content for m in await store.list_messages(thread.id)] == ["hi"]
+    stored = await store.get_execution(mine.id)
+    assert (stored.epoch, stored.step_count, stored.state) == (1, 0, {"owner": "other"})
+
+
+async def test_saving_an_execution_taken_over_is_refused(store: SQLStore) -> None:
+    _, mine = await _taken_over(store)
+    with pytest.raises(ExecutionTakenOver):
+        await store.save_execution(replace(mine, status="complete"))
+    assert (await store.get_execution(mine.id)).status == "running"
+
+
+async def test_the_holder_of_the_current_epoch_writes_its_steps(store: SQLStore) -> None:
+    thread, mine = await _taken_over(store)
+    theirs = await store.get_execution(mine.id)
+    reply = Message(thread_id=thread.id, role="assistant", content="theirs")
+    await store.commit_step(messages=[reply], fence=Fence(mine.id, 1))
+    await store.commit_step(execution=replace(theirs, step_count=2))
+    assert [m.content for m in await store.list_messages(thread.id)] == ["theirs"]
+    assert (await store.get_execution(mine.id)).step_count == 2
+
+
+async def test_a_claim_is_released_and_refreshed_only_by_its_owner(store: SQLStore) -> None:
+    assert await store.claim_env("lock", "", "thr_y", {"owner": "a"}, 1000) is True
+    assert await store.touch_env("lock", "", ["thr_y"], 1500, "b") == 0
+    assert await store.release_env("lock", "", "thr_y", "b") is False
+    assert await store.get_env("lock", "", "thr_y") == {"owner": "a"}
+    assert await store.touch_env("lock", "", ["thr_y"], 1500, "a") == 1
+    assert await store.release_env("lock", "", "thr_y", "a") is True
+    assert await store.get_env("lock", "", "thr_y") is None
 
 
 async def test_list_scope_returns_every_entry_of_a_scope_oldest_first(store: SQLStore) -> None:

@@ -10,7 +10,8 @@ failure at run time and from a signal the engine uses to steer a turn::
     ├── RuntimeFailure             something failed while running
     │   ├── ProviderError          a model endpoint failed (status, body, retriable)
     │   ├── StoreError             the database refused or failed a write
-    │   │   └── UnstorableValueError   a value no database may hold (NUL, surrogate, too long)
+    │   │   ├── UnstorableValueError   a value no database may hold (NUL, surrogate, too long)
+    │   │   └── ExecutionTakenOver     a write of a turn this process no longer owns (fenced)
     │   └── ToolExecutionError     a tool raised; carries the original exception
     ├── ThreadBusyError            a message came while a turn runs and the busy policy is "reject"
     ├── ShuttingDownError          a new turn asked of a runtime that is draining for a shutdown
@@ -26,6 +27,7 @@ from typing import Any
 __all__ = [
     "ControlSignal",
     "DefinitionError",
+    "ExecutionTakenOver",
     "InjectionRejected",
     "ModelRetry",
     "NotFoundError",
@@ -136,6 +138,18 @@ class ProviderError(RuntimeFailure):
 
 class StoreError(RuntimeFailure):
     """The database refused or failed an operation."""
+
+
+class ExecutionTakenOver(StoreError):
+    """A write of a running execution found that another process took the execution over
+    (its epoch moved on): nothing of that write was stored, and the turn goes on there, not
+    here. The process that lost it stops the turn without settling it."""
+
+    def __init__(self, execution_id: str, epoch: int) -> None:
+        self.execution_id = execution_id
+        self.epoch = epoch
+        super().__init__(f"execution {execution_id} was taken over by another process "
+                         f"(this process held it at epoch {epoch}); nothing was written")
 
 
 class UnstorableValueError(StoreError):

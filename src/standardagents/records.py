@@ -13,10 +13,11 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "ExecutionRecord",
+    "Fence",
     "FileRecord",
     "LogRecord",
     "Message",
@@ -301,7 +302,9 @@ class ExecutionRecord:
     """The durable state of one execution, so it can pause and resume anywhere.
 
     ``state`` is an engine-owned JSON object (pending tool calls, per-side step counts,
-    retry budgets...) written with each step's commit.
+    retry budgets...) written with each step's commit. ``epoch`` grows by one each time a
+    process takes the execution over: a write of the record is stored only while the stored
+    epoch is still the one the writer holds (its fencing token).
     """
 
     thread_id: str
@@ -315,6 +318,15 @@ class ExecutionRecord:
     state: dict[str, Any] = field(default_factory=dict)
     created_at: int = field(default_factory=now_ms)
     updated_at: int = field(default_factory=now_ms)
+    epoch: int = 0
+
+
+class Fence(NamedTuple):
+    """What a write of a running execution is conditional on: the execution still at the
+    epoch this process claimed it with."""
+
+    execution_id: str
+    epoch: int
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .. import observability as observe
-from ..records import ExecutionRecord, ThreadRecord, new_id, now_ms
+from ..records import ExecutionRecord, Fence, ThreadRecord, new_id, now_ms
 from .approval_tokens import (
     TOKEN_MAX_AGE,
     ApprovalError,
@@ -77,6 +77,7 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
             # the resume checks this mark under the thread's claim before running anything
             record.state["owner"] = rt.owner
             record.state["resumeBy"] = new_id("res_")
+            record.epoch += 1  # the turn goes on under this process's claim
         record.updated_at = max(now_ms(), seen_at + 1)
         if await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen_at):
             break
@@ -113,11 +114,13 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
                                error="this execution was already resumed or settled elsewhere")
     record = fresh
     saved = {k: v for k, v in record.state.items() if k != "resumeBy"}
-    ex = ExecutionState(id=record.id, side=record.side, step_count=record.step_count)
+    ex = ExecutionState(id=record.id, side=record.side, step_count=record.step_count,
+                        fence=Fence(record.id, record.epoch))
     ex.side_steps.update(saved.get("sideSteps", {}))
     ex.session_turns = int(saved.get("sessionTurns", 0))
     state = ThreadState(rt, thread, agent, thread.package, ex)
     execution = Execution(rt, state, agent, record)
+    execution.owned_at = asyncio.get_running_loop().time()  # its claim (compare-and-set) proved it
     if "clientCalls" in saved:
         execution.resume = {"clientCalls": saved["clientCalls"], "results": saved.get("results", {})}
     else:

@@ -190,6 +190,7 @@ async def submit_results(rt: Runtime, execution_id: str, results: dict[str, str]
                         "resumeBy": new_id("res_")}
         record.status = "running"
         record.updated_at = max(now_ms(), seen_at + 1)
+        record.epoch += 1  # the turn goes on under this process's claim
         if await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen_at):
             break
     else:

@@ -68,7 +68,7 @@ async def compact_if_needed(execution: Execution, setup: SideSetup, system: str 
                       metadata={"summary": True, "folded": [m.id for m in folded], "insertBefore": first_kept.id,
                                 "executionId": execution.record.id, "step": execution.ex.step_count})
     updates = [(m.id, {"hidden": True}) for m in folded]
-    stored = await execution.rt.store.commit_step(messages=[message], updates=updates)
+    stored = await execution.rt.store.commit_step(messages=[message], updates=updates, fence=execution.ex.fence)
     summary_msg = stored[0]
     folded_ids = {m.id for m in folded}
     rebuilt: list[Message] = []

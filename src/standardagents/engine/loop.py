@@ -19,7 +19,7 @@ from typing_extensions import TypeVar
 
 from .. import observability as observe
 from ..definitions import AgentDefinition, ModelDefinition, SideConfig, UsageLimits
-from ..exceptions import ProviderError, StandardAgentsError
+from ..exceptions import ExecutionTakenOver, ProviderError, StandardAgentsError
 from ..records import ExecutionRecord, Message, now_ms
 from .client_tools import ClientTools
 from .done import publish_done
@@ -142,6 +142,11 @@ class Execution:
         self._client_choice_pending = True
         #: client calls of a reply whose other calls wait for approval (answered after them)
         self._client_after: list[dict[str, Any]] | None = None
+        #: set when another process took this execution over (the heartbeat found its epoch
+        #: moved on): the turn ends here without a write, and goes on there
+        self.taken_over = False
+        #: when (event-loop clock) a write of this turn last proved it is this process's
+        self.owned_at = 0.0
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -165,9 +170,13 @@ class Execution:
             stop_reason = "interrupted"
             ex.outcome = pause.outcome
             paused = pause.requests
+        except ExecutionTakenOver:
+            return self._lost()
         except asyncio.CancelledError:
             if self.rt._handing_over:
                 raise  # handed over: left running in the store for another process to resume
+            if self.taken_over:
+                return self._lost()
             stop_reason = "cancelled"
             ex.outcome = "cancelled"
             await asyncio.shield(self._settle_cancel())
@@ -217,6 +226,8 @@ class Execution:
             self._finish_record(stop_reason, error)
             try:
                 await asyncio.shield(self.rt.store.save_execution(self.record))
+            except ExecutionTakenOver:
+                return self._lost()
             except Exception:
                 log.exception("could not save the end of execution %s", self.record.id)
         result = ExecutionResult(self.thread_id, self.record.id, stop_reason, ex.outcome or stop_reason,
@@ -230,6 +241,16 @@ class Execution:
             done["payload"] = self.payload
         await publish_done(self.rt, self.record, done)
         return result
+
+    def _lost(self) -> ExecutionResult:
+        """The end of a turn another process took over: nothing more is written or sent from
+        here (not its settling, not a ``done``: those are the new owner's)."""
+        self.ex.stopped = True
+        log.warning("execution %s of thread %s was taken over by another process; it stops here unsettled",
+                    self.record.id, self.thread_id)
+        return ExecutionResult(self.thread_id, self.record.id, "cancelled", "taken_over", self.last_text,
+                               "the turn was taken over by another process", None, None, None, self.created,
+                               self.usage, self.cost, self.subagent_usage, self.subagent_cost)
 
     def add_subagent(self, result: ExecutionResult[Any]) -> None:
         """Count what a subagent's turn (and its own subagents) spent, apart from this
@@ -275,7 +296,7 @@ class Execution:
         msg = Message(thread_id=self.thread_id, role="assistant", content=message, status="error", hidden=True,
                       side=self.ex.side, metadata={"error": code, "executionId": self.record.id})
         try:
-            await asyncio.shield(self.rt.store.commit_step(messages=[msg]))
+            await asyncio.shield(self.rt.store.commit_step(messages=[msg], fence=self.ex.fence))
             self.bus.emit("message_created", self.thread_id, {"message": msg.to_dict()})
         except Exception:
             log.exception("could not store the error of execution %s", self.record.id)
@@ -299,7 +320,7 @@ class Execution:
             partial.status = "cancelled"
             messages.append(partial)
         try:
-            stored = await self.rt.store.commit_step(messages=messages) if messages else []
+            stored = await self.rt.store.commit_step(messages=messages, fence=self.ex.fence) if messages else []
             for m in stored:
                 self.ex.message_history.append(m)
                 self.bus.emit("message_created", self.thread_id, {"message": m.to_dict()})
@@ -444,6 +465,7 @@ class Execution:
             if free:
                 await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=free), setup)
             await pause_for_approval(self, side, reply, gated)
+        await self.rt.confirm_owned(self)  # after a stall, no tool starts in a turn taken over
         if len(calls) == 1 or not setup.prompt.parallel_tool_calls:
             outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls]
         else:

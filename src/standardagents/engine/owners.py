@@ -1,37 +1,78 @@
-"""Who runs an execution: owner ids (``host:pid:start-nonce``) and whether their process is gone.
+"""Who runs an execution: owner ids, and whether the process an owner id names is gone.
 
-Below both crash recovery and resuming, which judge claims and executions by it. On Linux the
-id carries the process's start time (``/proc``), so a process of this host is told apart from
-a later one that got the same pid: a process that still runs keeps its turns however late its
-heartbeat (an overloaded worker must not see them run a second time elsewhere), and one that
-is gone gives them up at once."""
+An owner id is ``host/namespace:pid:start-nonce``. The *namespace* names the PID namespace the
+process lives in (the kernel's boot id and the namespace's inode), because only inside one
+PID namespace does a pid name one process: two containers may share a hostname (host
+networking, replicas given the same ``hostname:``), and each has its own pid 1. So a pid is
+looked at only when the owner's namespace is this process's own; any other owner (another
+host, another container on this host, an id of an older version without a namespace) is
+judged by its heartbeat alone.
+
+Inside the namespace the id also carries the process's start time (``/proc``), which tells a
+live owner from a later process that got the same pid: a process that still runs keeps its
+turns however late its heartbeat (an overloaded worker must not see them run a second time
+elsewhere), and one that is gone gives them up at once.
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
+import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["LIVE_OWNERS", "RELEASED", "gone", "new_owner", "still_running"]
+__all__ = ["LIVE_OWNERS", "NAMESPACE", "RELEASED", "OwnerId", "gone", "new_owner", "parse_owner", "still_running"]
 
 #: prefix of the owner a process shutting down leaves on what it lets go (engine/handover.py)
 RELEASED = "released:"
 
-#: the owner ids of the runtimes open in this process (an owner id naming this host and this
-#: pid but missing here belonged to an earlier process that had the same pid)
+#: the owner ids of the runtimes open in this process (an owner id naming this namespace and
+#: this pid but missing here belonged to an earlier process that had the same pid)
 LIVE_OWNERS: set[str] = set()
 
 
-_PROC = os.path.isdir("/proc/self")
+def _namespace() -> str:
+    """This process's PID namespace, told apart from every other one a database may see:
+    the boot id (a restarted host reuses inode numbers) and the namespace's inode. Empty when
+    the kernel does not say (not Linux): then no pid is trusted, only heartbeats."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:12]
+        inode = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""
+    return f"{boot}.{inode}" if boot else ""
+
+
+def _proc_is_ours() -> bool:
+    """Whether ``/proc`` shows this PID namespace (``unshare --pid`` without a new ``/proc``
+    leaves the parent namespace's, where our pids mean other processes)."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
+#: this process's PID namespace id ("" where it cannot be known)
+NAMESPACE = _namespace()
+_PROC = bool(NAMESPACE) and _proc_is_ours()
+
+
+class OwnerId(NamedTuple):
+    """The parts of an owner id: ``namespace`` is "" for ids that name none."""
+
+    host: str
+    namespace: str
+    pid: int | None
+    started: str
 
 
 def _start_time(pid: int) -> str | None:
-    """When the process ``pid`` of this host started (clock ticks since boot), or None when it
-    does not run (a zombie, reaped or not, counts as not running) or there is no ``/proc``."""
+    """When the process ``pid`` of this namespace started (clock ticks since boot), or None
+    when it does not run (a zombie, reaped or not, counts as not running)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -42,54 +83,65 @@ def _start_time(pid: int) -> str | None:
     return fields[19]
 
 
-def new_owner(host: str) -> str:
+def new_owner(host: str | None = None) -> str:
     """A new owner id for a runtime of this process."""
-    return f"{host}:{os.getpid()}:{_start_time(os.getpid()) or 0}-{secrets.token_hex(6)}"
+    pid = os.getpid()
+    started = (_start_time(pid) if _PROC else None) or "0"
+    name = (host or socket.gethostname()).replace(":", "_").replace("/", "_")
+    return f"{name}/{NAMESPACE}:{pid}:{started}-{secrets.token_hex(6)}"
 
 
-def still_running(owner: str, host: str) -> bool:
-    """Whether ``owner`` is a process of this host that certainly still runs: its pid runs and
-    started when the owner id says (ids without a start time, or of other hosts: False)."""
-    owner_host, pid = _parse_owner(owner)
-    started = owner.rpartition(":")[2].partition("-")[0]
-    if owner_host != host or pid is None or not started.isdigit() or started == "0":
-        return False
-    return _start_time(pid) == started
-
-
-def _parse_owner(owner: str) -> tuple[str, int | None]:
-    """``(host, pid)`` of an owner id (``host:pid:nonce``, or ``host:pid`` from older versions)."""
+def parse_owner(owner: str) -> OwnerId:
+    """The parts of an owner id (also the older ``host:pid:nonce`` and ``host:pid`` forms,
+    which name no namespace)."""
     head, _, last = owner.rpartition(":")
-    if last.isdigit():
-        return head, int(last)
-    host, _, pid = head.rpartition(":")
-    return host, int(pid) if pid.isdigit() else None
+    if last.isdigit():  # host:pid
+        host, pid_text, started = head, last, ""
+    else:
+        host, _, pid_text = head.rpartition(":")
+        started = last.partition("-")[0]
+    host, _, namespace = host.partition("/")
+    return OwnerId(host, namespace, int(pid_text) if pid_text.isdigit() else None, started)
 
 
-def gone(rt: Runtime, owner: str, host: str, *, fresh: bool) -> bool:
+def _in_this_namespace(parts: OwnerId) -> bool:
+    return bool(NAMESPACE) and parts.namespace == NAMESPACE and parts.pid is not None
+
+
+def still_running(owner: str) -> bool:
+    """Whether ``owner`` is a process of this PID namespace that certainly still runs: its
+    pid runs and started when the owner id says (any other owner: False)."""
+    parts = parse_owner(owner)
+    if not (_PROC and _in_this_namespace(parts)) or not parts.started.isdigit() or parts.started == "0":
+        return False
+    assert parts.pid is not None
+    return _start_time(parts.pid) == parts.started
+
+
+def gone(rt: Runtime, owner: str, *, fresh: bool) -> bool:
     """Whether the runtime named ``owner`` is gone. ``fresh``: its heartbeat is recent.
 
-    A live pid is only a hint (pids are reused, and a restarted container's process often
-    has its predecessor's pid): on this host, an owner naming this very process is alive
-    only while it is one of the runtimes open here; another live pid is trusted until its
-    heartbeat goes stale. Other hosts are judged by the heartbeat alone."""
+    In this PID namespace a pid is looked at: an owner naming this very process is alive only
+    while it is one of the runtimes open here; a pid that no longer runs, or runs a process
+    started at another time, is gone at once; a live one keeps its turns. Any other owner is
+    gone when its heartbeat is stale."""
     if owner == rt.owner or owner in LIVE_OWNERS:
         return False
     if owner.startswith(RELEASED):  # let go by a process shutting down
         return True
-    owner_host, pid = _parse_owner(owner)
-    if owner_host == host and pid is not None:
-        if pid == os.getpid() or not _alive(pid):
+    parts = parse_owner(owner)
+    if _in_this_namespace(parts):
+        assert parts.pid is not None
+        if parts.pid == os.getpid() or not _alive(parts.pid):
             return True
-        if still_running(owner, host):
-            return False
-        if _PROC and _start_time(pid) is None:  # a zombie: killed, not yet reaped
-            return True
+        if _PROC and parts.started.isdigit() and parts.started != "0":
+            # running, or a zombie (killed, not yet reaped), or another process with its pid
+            return _start_time(parts.pid) != parts.started
     return not fresh
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process of this host with this pid runs (not necessarily the same one)."""
+    """Whether a process of this namespace with this pid runs (not necessarily the same one)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

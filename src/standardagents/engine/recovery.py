@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from typing import TYPE_CHECKING
 
-from ..exceptions import NotFoundError
-from ..records import Message, now_ms
+from ..exceptions import ExecutionTakenOver, NotFoundError
+from ..records import Fence, Message, now_ms
 from .done import recover_done
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .owners import LIVE_OWNERS, gone, still_running
 
 if TYPE_CHECKING:
+    from .loop import Execution
     from .runtime import Runtime
 
-__all__ = ["LIVE_OWNERS", "beat", "claim_thread", "heartbeat", "recover", "release_thread", "try_claim"]
+__all__ = ["LIVE_OWNERS", "beat", "claim_thread", "confirm_owned", "heartbeat", "recover", "release_thread", "try_claim"]
 
 log = logging.getLogger("standardagents.recovery")
 
@@ -34,14 +34,14 @@ async def try_claim(rt: Runtime, thread_id: str) -> bool:
     """Claim the thread if no live process holds it (no waiting); True when claimed.
 
     A claim not refreshed within the lease is taken over, unless its holder is a process of
-    this host that certainly still runs (late with its heartbeat, not gone)."""
+    this PID namespace that certainly still runs (late with its heartbeat, not gone)."""
     now = now_ms()
     if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now):
         rt._claimed.add(thread_id)
         return True
     holder = await rt.store.get_env("lock", "", thread_id)
     owner = str(holder.get("owner", "")) if isinstance(holder, dict) else ""
-    if owner != rt.owner and still_running(owner, socket.gethostname()):
+    if owner != rt.owner and still_running(owner):
         return False
     if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now,
                                 stale_before=now - int(rt.execution_lease * 1000)):
@@ -64,8 +64,8 @@ async def claim_thread(rt: Runtime, thread_id: str) -> None:
 
 async def release_thread(rt: Runtime, thread_id: str) -> None:
     rt._claimed.discard(thread_id)
-    try:
-        await asyncio.shield(rt.store.release_env("lock", "", thread_id))
+    try:  # only while this runtime holds it: a claim taken over stays with its taker
+        await asyncio.shield(rt.store.release_env("lock", "", thread_id, rt.owner))
     except Exception:
         log.warning("could not release thread %s", thread_id, exc_info=True)
 
@@ -80,14 +80,7 @@ async def heartbeat(rt: Runtime) -> None:
     try:
         while True:
             await asyncio.sleep(rt.execution_lease / 3)
-            ids = [e.record.id for e in rt._executions.values()] + list(rt._resuming)
-            try:
-                if ids:
-                    await rt.store.touch_executions(ids, now_ms())
-                if rt._claimed:
-                    await rt.store.touch_env("lock", "", list(rt._claimed), now_ms())
-            except Exception:
-                log.warning("could not refresh the running executions", exc_info=True)
+            await _beat_once(rt)
             if rt._closed:
                 return
             if looking is None or looking.done():
@@ -95,6 +88,51 @@ async def heartbeat(rt: Runtime) -> None:
     finally:
         if looking is not None:
             looking.cancel()
+
+
+async def _beat_once(rt: Runtime) -> None:
+    """One heartbeat: refresh the executions this runtime holds (at their epochs) and its
+    thread claims; an execution another process took over meanwhile (this one stalled past
+    the lease) is stopped here without a write."""
+    held = [Fence(e.record.id, e.record.epoch) for e in rt._executions.values()]
+    held += [Fence(i, epoch) for i, epoch in rt._resuming.items()]
+    started = asyncio.get_running_loop().time()
+    try:
+        lost = await rt.store.touch_executions(held, now_ms()) if held else []
+        if rt._claimed:
+            await rt.store.touch_env("lock", "", list(rt._claimed), now_ms(), rt.owner)
+    except Exception:
+        log.warning("could not refresh the running executions", exc_info=True)
+        return
+    for execution_id in lost:
+        _drop_lost(rt, execution_id)
+    if not lost:
+        rt._owned_at = started
+
+
+def _drop_lost(rt: Runtime, execution_id: str) -> None:
+    """Stop the local run of an execution another process took over, unsettled."""
+    for thread_id, execution in list(rt._executions.items()):
+        if execution.record.id == execution_id:
+            execution.taken_over = True
+            task = rt._running.get(thread_id)
+            if task is not None:
+                task.cancel()
+    rt._resuming.pop(execution_id, None)
+
+
+async def confirm_owned(rt: Runtime, execution: Execution) -> None:
+    """Raise :class:`ExecutionTakenOver` when ``execution`` may no longer be this runtime's:
+    when the last heartbeat that confirmed it is older than half a lease (the process stalled:
+    a long pause, a stopped process, a slow database), the store is asked."""
+    if execution.taken_over:
+        raise ExecutionTakenOver(execution.record.id, execution.record.epoch)
+    if asyncio.get_running_loop().time() - max(rt._owned_at, execution.owned_at) < rt.execution_lease / 2:
+        return
+    stored = await rt.store.get_execution(execution.record.id)
+    if stored is not None and stored.epoch != execution.record.epoch:
+        execution.taken_over = True
+        raise ExecutionTakenOver(execution.record.id, execution.record.epoch)
 
 
 async def _look(rt: Runtime) -> None:
@@ -112,35 +150,34 @@ def beat(rt: Runtime) -> None:
 async def recover(rt: Runtime) -> list[str]:
     """Take over what processes that are gone left behind: their running executions are
     resumed here (:mod:`.resume`, each claimed by exactly one runtime), their claims removed and
-    the messages they had queued sent again. A process of this host is gone when its pid is;
-    one of another host when its heartbeat is older than ``execution_lease`` seconds. Returns
+    the messages they had queued sent again. A process of this PID namespace is gone when its
+    pid is; any other when its heartbeat is older than ``execution_lease`` seconds. Returns
     the ids of the resumed executions."""
     from .resume import resume_orphans
 
-    host = socket.gethostname()
     stale_before = now_ms() - int(rt.execution_lease * 1000)
     for _scope_id, locked_thread, entry in await rt.store.list_scope("lock"):
         owner = str(entry.get("owner", "")) if isinstance(entry, dict) else ""
         # a claim is refreshed while its process lives; a stale one is taken over by the next
         # claim anyway, so only claims of certainly gone processes are removed here
-        if gone(rt, owner, host, fresh=True):
+        if gone(rt, owner, fresh=True):
             try:  # it may have ended a turn and died before the turn's done was written
                 await recover_done(rt, locked_thread)
             except Exception:
                 log.warning("could not send the done of thread %s's last turn", locked_thread, exc_info=True)
             await rt.store.delete_env("lock", "", locked_thread)
     resumed = await resume_orphans(rt)
-    await _recover_inbox(rt, host, stale_before)
+    await _recover_inbox(rt, stale_before)
     return resumed
 
 
-async def _recover_inbox(rt: Runtime, host: str, stale_before: int) -> None:
+async def _recover_inbox(rt: Runtime, stale_before: int) -> None:
     """Send again the messages a gone process had queued for busy threads."""
     for thread_id, message_id, entry in await rt.store.list_scope("inbox"):
         if not isinstance(entry, dict):
             continue
         owner = str(entry.get("owner", ""))
-        if not gone(rt, owner, host, fresh=int(entry.get("queuedAt", 0)) >= stale_before):
+        if not gone(rt, owner, fresh=int(entry.get("queuedAt", 0)) >= stale_before):
             continue
         try:
             await rt.store.get_message(message_id)

@@ -13,7 +13,6 @@ execution record is claimed by compare-and-set, so exactly one of them resumes i
 from __future__ import annotations
 
 import logging
-import socket
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
@@ -42,27 +41,28 @@ NOT_RUN_AGAIN = "interrupted by a restart; not run again"
 async def resume_orphans(rt: Runtime) -> list[str]:
     """Claim and resume every execution a gone process left running; returns their ids.
 
-    A process of this host is gone when its pid is (or it had this runtime's pid before);
-    one of another host when its heartbeat is older than ``execution_lease`` seconds."""
+    A process of this PID namespace is gone when its pid is (or it had this runtime's pid
+    before); any other when its heartbeat is older than ``execution_lease`` seconds."""
     if rt.draining:  # shutting down: it hands turns over, it takes none
         return []
-    host = socket.gethostname()
     stale_before = now_ms() - int(rt.execution_lease * 1000)
-    mine = {e.record.id for e in rt._executions.values()} | rt._resuming
+    mine = {e.record.id for e in rt._executions.values()} | set(rt._resuming)
     resumed: list[str] = []
     for record in await rt.store.list_executions(status="running"):
         owner = str(record.state.get("owner", ""))
-        if record.id in mine or not gone(rt, owner, host, fresh=record.updated_at >= stale_before):
+        if record.id in mine or not gone(rt, owner, fresh=record.updated_at >= stale_before):
             continue
-        claimed = replace(record, state={**record.state, "owner": rt.owner, "resumedFrom": owner}, updated_at=now_ms())
+        # a new epoch: the process it is taken from can write nothing more into it
+        claimed = replace(record, state={**record.state, "owner": rt.owner, "resumedFrom": owner},
+                          updated_at=max(now_ms(), record.updated_at + 1), epoch=record.epoch + 1)
         if not await rt.store.replace_execution(claimed, expected_status="running",
                                                 expected_updated_at=record.updated_at):
             continue  # another runtime claimed it first
-        rt._resuming.add(record.id)
+        rt._resuming[record.id] = claimed.epoch
         thread = await rt.store.get_thread(record.thread_id)
         if thread is None or not rt.registry.has("agents", thread.agent, thread.package):
             await _settle(rt, claimed, thread)
-            rt._resuming.discard(record.id)
+            rt._resuming.pop(record.id, None)
             continue
         agent = await rt.agent(thread.agent, thread.package)
         log.warning("resuming execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
@@ -82,12 +82,13 @@ async def _resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition,
             except Exception:
                 log.exception("could not answer the interrupted calls of execution %s", record.id)
             side: Literal["a", "b"] = "b" if record.side == "b" else "a"
-            rt._resuming.discard(record.id)
+            rt._resuming.pop(record.id, None)
             # the call's own output type and limits, as the record kept them
             options = TurnOptions.from_state(record.state.get(OPTIONS_KEY))
-            return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options)
+            return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options,
+                                            record.epoch)
         finally:
-            rt._resuming.discard(record.id)
+            rt._resuming.pop(record.id, None)
             await rt._release_thread(thread.id)
 
 

@@ -105,8 +105,12 @@ class Runtime:
         #: seconds without a heartbeat after which another host's running execution counts as dead
         #: (``STANDARDAGENTS_EXECUTION_LEASE``, default 30); its turns are then resumed here
         self.execution_lease = float(os.environ.get("STANDARDAGENTS_EXECUTION_LEASE") or 30.0)
-        #: executions of gone processes this runtime claimed and is about to resume
-        self._resuming: set[str] = set()
+        #: executions of gone processes this runtime claimed and is about to resume (id: epoch)
+        self._resuming: dict[str, int] = {}
+        #: when (event-loop clock) the store last confirmed this runtime's executions are its
+        #: own (a heartbeat that found none taken over); a turn about to start a tool after a
+        #: stall longer than that asks the store first
+        self._owned_at = 0.0
         self._heartbeat_task: asyncio.Task[None] | None = None
         #: tools queued on an idle thread, run first by the execution with that id
         self._queued_first: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -374,11 +378,17 @@ class Runtime:
                  claimed: bool = False, options: TurnOptions | None = None) -> Coroutine[Any, Any, ExecutionResult]:
         return turns.execute(self, thread, agent, message, start_side, execution_id, resume, queued, claimed, options)
 
+    async def confirm_owned(self, execution: Execution) -> None:
+        """Raise ``ExecutionTakenOver`` when another process took ``execution`` over (asked of
+        the store only after a stall: see :func:`.recovery.confirm_owned`)."""
+        await recovery.confirm_owned(self, execution)
+
     def _execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                         start_side: Literal["a", "b"], execution_id: str | None,
                         resume: ExecutionRecord | None, queued: bool,
-                        options: TurnOptions | None = None) -> Coroutine[Any, Any, ExecutionResult]:
-        return turns.execute_locked(self, thread, agent, message, start_side, execution_id, resume, queued, options)
+                        options: TurnOptions | None = None, epoch: int = 0) -> Coroutine[Any, Any, ExecutionResult]:
+        return turns.execute_locked(self, thread, agent, message, start_side, execution_id, resume, queued, options,
+                                    epoch)
 
     # crash recovery and cross-process claims (engine/recovery.py) ---------------------------
     async def recover(self) -> list[str]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..exceptions import StandardAgentsError
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult, check_regex
-from ..records import LogRecord, Message, ThreadRecord, ToolResult
+from ..records import Fence, LogRecord, Message, ThreadRecord, ToolResult
 from ..sandbox.types import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, CodeExecutionResult, Language
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ class ExecutionState:
     #: the next step's record takes them, each entry naming the step it ran in
     hooks_run: list[dict[str, Any]] | None = None
     guardrails_run: list[dict[str, Any]] | None = None
+    #: what this execution's writes are conditional on (its id and the epoch it was claimed at)
+    fence: Fence | None = None
 
     def note_hook(self, hook: str, event: str, seconds: float, outcome: str, error: str | None = None) -> None:
         """A hook ran: ``outcome`` is ``ok``, ``changed`` (a transforming hook returned a new

@@ -110,8 +110,11 @@ async def create_messages(rt: Runtime, state: ThreadState, messages: list[Messag
     if execution is not None:
         execution.updated_at = now_ms()
         execution.step_count = state.execution.step_count if state.execution else execution.step_count
-    stored = await rt.store.commit_step(messages=prepared, tool_results=tool_results or [], execution=execution)
     ex = state.execution
+    # the running turn's writes are fenced: nothing lands once another process took it over
+    fence = ex.fence if ex is not None and execution is None else None
+    stored = await rt.store.commit_step(messages=prepared, tool_results=tool_results or [], execution=execution,
+                                        fence=fence)
     bus = rt.bus
     listening = bus.has_subscribers(state.thread_id)
     for m in stored:

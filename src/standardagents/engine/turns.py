@@ -16,7 +16,7 @@ from .. import observability as observe
 from ..definitions import AgentDefinition, BusyPolicy
 from ..definitions.limits import UsageLimits
 from ..exceptions import NotFoundError, ShuttingDownError, StandardAgentsError
-from ..records import ExecutionRecord, Message, ThreadRecord, new_id, now_ms
+from ..records import ExecutionRecord, Fence, Message, ThreadRecord, new_id, now_ms
 from . import approvals, recovery, threadops
 from . import busy as busy_policy
 from . import client_tools as client_tools_mod
@@ -175,18 +175,21 @@ async def _drop_queued(rt: Runtime, thread: ThreadRecord, message: Message | Non
 async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                           start_side: Literal["a", "b"], execution_id: str | None,
                           resume: ExecutionRecord | None, queued: bool,
-                          options: TurnOptions | None = None) -> ExecutionResult:
+                          options: TurnOptions | None = None, epoch: int = 0) -> ExecutionResult:
+    """Run an execution under the thread's lock and claim. ``epoch``: the one this process
+    claimed a resumed execution with (every write of the turn is fenced by it)."""
     if resume is not None:
         try:
             return await approvals.resume(rt, thread, agent, resume, options)
         except Exception as exc:
             return await failed_before_run(rt, thread, resume, message, queued, exc)
-    record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": rt.owner})
+    record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": rt.owner}, epoch=epoch)
     if options is not None:
         record.state[OPTIONS_KEY] = options.state  # kept for a resume after a crash
     if execution_id:
         record.id = execution_id
-    ex = ExecutionState(id=record.id, side=start_side, queued_tools=rt._queued_first.pop(record.id, []))
+    ex = ExecutionState(id=record.id, side=start_side, queued_tools=rt._queued_first.pop(record.id, []),
+                        fence=Fence(record.id, record.epoch))
     state = ThreadState(rt, thread, agent, thread.package, ex)
     execution = Execution(rt, state, agent, record)
     if options is not None:
@@ -196,6 +199,7 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
     rt._running[thread.id] = task
     rt._executions[thread.id] = execution
     recovery.beat(rt)
+    execution.owned_at = asyncio.get_running_loop().time()  # proved by the turn's first write below
     try:
         ex.message_history = place_summaries(await rt.store.list_messages(thread.id))
         if message is not None and ex.message_history and ex.message_history[-1].role == "tool":
@@ -370,9 +374,12 @@ async def _lapse_waits(rt: Runtime, thread_id: str, *, client_only: bool) -> Non
         client = waiting.state.get("waitingFor") == client_tools_mod.WAITING_FOR
         if client_only and not client:
             continue
+        seen = waiting.updated_at
         waiting.status = waiting.stop_reason = "cancelled"
-        waiting.updated_at = now_ms()
-        await rt.store.save_execution(waiting)
+        waiting.updated_at = max(now_ms(), seen + 1)
+        # a compare-and-set: a decision or results that resumed it meanwhile win
+        if not await rt.store.replace_execution(waiting, expected_status="waiting", expected_updated_at=seen):
+            continue
         if client:
             await client_tools_mod.forget_calls(rt, waiting)
 

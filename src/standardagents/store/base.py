@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
-from ..records import ExecutionRecord, FileRecord, LogRecord, Message, ThreadRecord
+from ..records import ExecutionRecord, Fence, FileRecord, LogRecord, Message, ThreadRecord
 from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
 
 __all__ = [
@@ -81,9 +81,14 @@ class Store(Protocol):
         updates: list[tuple[str, dict[str, Any]]] = ...,
         tool_results: list[dict[str, Any]] = ...,
         execution: ExecutionRecord | None = None,
+        fence: Fence | None = None,
     ) -> list[Message]:
         """Insert messages, apply message updates, insert tool results and upsert the
-        execution in ONE transaction; returns the inserted messages with ``seq`` set."""
+        execution in ONE transaction; returns the inserted messages with ``seq`` set.
+
+        The step is fenced: by the execution record's epoch, or by ``fence`` when no record
+        is written. If that execution's stored epoch moved on (another process took it over)
+        nothing is written and :class:`~standardagents.exceptions.ExecutionTakenOver` is raised."""
         ...
 
     async def list_tool_results(self, thread_id: str, *, tool_call_id: str | None = None) -> list[dict[str, Any]]: ...
@@ -95,15 +100,20 @@ class Store(Protocol):
         ...
 
     # executions
-    async def save_execution(self, execution: ExecutionRecord) -> None: ...
+    async def save_execution(self, execution: ExecutionRecord) -> None:
+        """Insert or update ``execution``; an update only while the stored epoch is still the
+        record's, else :class:`~standardagents.exceptions.ExecutionTakenOver`."""
+        ...
+
     async def replace_execution(self, execution: ExecutionRecord, *, expected_status: str,
                                 expected_updated_at: int) -> bool:
         """Save ``execution`` only if the stored row still has that status and ``updated_at``
         (compare-and-set across processes); False when another writer changed it first."""
         ...
 
-    async def touch_executions(self, execution_ids: list[str], now: int) -> int:
-        """Refresh ``updated_at`` of those executions that are still running (a heartbeat)."""
+    async def touch_executions(self, held: list[Fence], now: int) -> list[str]:
+        """Refresh ``updated_at`` of the running executions still at the epochs held (a
+        heartbeat); returns the ids of those another process took over meanwhile."""
         ...
 
     async def get_execution(self, execution_id: str) -> ExecutionRecord | None: ...
@@ -161,12 +171,14 @@ class Store(Protocol):
         claim across processes. True when this call wrote it."""
         ...
 
-    async def release_env(self, scope: str, scope_id: str, key: str) -> bool:
-        """Delete a claim made with :meth:`claim_env`."""
+    async def release_env(self, scope: str, scope_id: str, key: str, owner: str | None = None) -> bool:
+        """Delete a claim made with :meth:`claim_env` (with ``owner``: only while the claim's
+        value names that owner, so a claim another process took over stays)."""
         ...
 
-    async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int) -> int:
-        """Refresh when some keys of a scope were last written (keeps claims alive)."""
+    async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int, owner: str | None = None) -> int:
+        """Refresh when some keys of a scope were last written (keeps claims alive; with
+        ``owner``, only the claims that owner still holds)."""
         ...
 
     async def list_scope(self, scope: str) -> list[tuple[str, str, Any]]:

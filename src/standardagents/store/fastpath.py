@@ -15,7 +15,8 @@ from typing import Any, cast
 from sqlalchemy import JSON, ClauseElement, Dialect, Select
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..records import ExecutionRecord, Message
+from ..exceptions import ExecutionTakenOver
+from ..records import ExecutionRecord, Fence, Message
 from . import eventops, ops
 
 __all__ = ["CompiledSQL", "SQLiteFastPath"]
@@ -76,14 +77,27 @@ class SQLiteFastPath:
         self._insert_tr = CompiledSQL(ops.INSERT_TR, dialect, list(ops.TR_COLS))
         self._upsert_exec = CompiledSQL(ops.UPSERT_EXEC["sqlite"], dialect)
         self._replace_exec = CompiledSQL(ops.REPLACE_EXEC, dialect)
+        self._fence_exec = CompiledSQL(ops.FENCE_EXEC, dialect)
         self._append_events = CompiledSQL(eventops.APPEND["sqlite"], dialect,
                                           ["stream", "id", "first_id", "count", "events", "ts"])
         self._lists: dict[tuple[bool, bool, bool], CompiledSQL] = {}
         self._loads = getattr(dialect, "_json_deserializer", None) or json.loads
 
     def commit_step(self, cursor: Any, new_messages: Sequence[Message],
-                    results: Sequence[dict[str, Any]], execution: ExecutionRecord | None) -> None:
-        """The inserts of one step; the caller owns the transaction and the message updates."""
+                    results: Sequence[dict[str, Any]], execution: ExecutionRecord | None,
+                    fence: Fence | None = None) -> None:
+        """The inserts of one step, fenced first (as :func:`.ops.commit_step`); the caller
+        owns the transaction and the message updates."""
+        if execution is not None:
+            plan = self._upsert_exec
+            cursor.execute(plan.sql, plan.params(ops.execution_params(execution)))
+            if cursor.rowcount != 1:
+                raise ExecutionTakenOver(execution.id, execution.epoch)
+        elif fence is not None:
+            plan = self._fence_exec
+            cursor.execute(plan.sql, plan.params({"fenced_id": fence.execution_id, "fenced_epoch": fence.epoch}))
+            if cursor.rowcount != 1:
+                raise ExecutionTakenOver(fence.execution_id, fence.epoch)
         plan = self._insert_msg
         for message in new_messages:
             cursor.execute(plan.sql, plan.params(ops.message_params(message)))
@@ -95,9 +109,6 @@ class SQLiteFastPath:
                 cursor.execute(plan.sql, rows[0])
             else:
                 cursor.executemany(plan.sql, rows)
-        if execution is not None:
-            plan = self._upsert_exec
-            cursor.execute(plan.sql, plan.params(ops.execution_params(execution)))
 
     def log_ending(self, cursor: Any, execution: ExecutionRecord, expected_updated_at: int,
                    rows: Sequence[eventops.BatchRow]) -> bool:

@@ -28,14 +28,17 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from ..exceptions import NotFoundError, StoreError
+from ..exceptions import ExecutionTakenOver, NotFoundError, StoreError
+from ..files import canonical_path
 from ..records import (
     ExecutionRecord,
+    Fence,
     FileRecord,
     LogRecord,
     Message,
@@ -45,6 +48,7 @@ from ..records import (
     new_id,
     now_ms,
 )
+from . import fileops
 from .records import ApiTokenRecord, EffectRecord, SubagentRecord, UserRecord
 from .schema import (
     api_tokens,
@@ -63,12 +67,14 @@ from .schema import (
 )
 
 __all__ = [
+    "FENCE_EXEC",
     "INSERT_MSG",
     "INSERT_TR",
     "MSG_COLS",
     "REPLACE_EXEC",
     "TOKEN_PREFIX",
     "UPSERT_EXEC",
+    "check_fence",
     "execution_params",
     "hash_token",
     "list_messages_params",
@@ -76,6 +82,7 @@ __all__ = [
     "list_usage",
     "message_from_row",
     "message_params",
+    "release_claim",
     "replace_execution_params",
     "tool_result_params",
 ]
@@ -88,14 +95,18 @@ def hash_token(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
 
 
-def _upsert(table: Table, keys: Sequence[str], update_cols: Sequence[str]) -> dict[str, Insert]:
-    """``INSERT ... ON CONFLICT (keys) DO UPDATE`` built once per dialect."""
+def _upsert(table: Table, keys: Sequence[str], update_cols: Sequence[str], *,
+            unless_changed: str | None = None) -> dict[str, Insert]:
+    """``INSERT ... ON CONFLICT (keys) DO UPDATE`` built once per dialect; with
+    ``unless_changed``, an existing row is updated only while that column still holds the
+    new row's value (else nothing is written and the row count is 0)."""
     out: dict[str, Insert] = {}
     for name, mod in (("sqlite", sqlite_dialect), ("postgresql", pg_dialect)):
         stmt = mod.insert(table)
         out[name] = stmt.on_conflict_do_update(
             index_elements=[table.c[k] for k in keys],
             set_={c: stmt.excluded[c] for c in update_cols},
+            where=None if unless_changed is None else table.c[unless_changed] == stmt.excluded[unless_changed],
         )
     return out
 
@@ -401,7 +412,14 @@ def list_usage(conn: Connection, thread_id: str | None, user_id: str | None, age
 # ---------------------------------------------------------------- executions
 
 _EXEC_COLS = tuple(f.name for f in fields(ExecutionRecord))
-UPSERT_EXEC = _upsert(executions, ["id"], [c for c in _EXEC_COLS if c not in ("id", "thread_id", "created_at")])
+#: an execution written only while its stored epoch is the writer's (the fence)
+UPSERT_EXEC = _upsert(executions, ["id"], [c for c in _EXEC_COLS if c not in ("id", "thread_id", "created_at")],
+                      unless_changed="epoch")
+#: the fence of a step that writes no execution record: the row is locked and must still
+#: hold the writer's epoch (parameters: ``fenced_id``, ``fenced_epoch``)
+FENCE_EXEC = (update(executions)
+              .where(executions.c.id == bindparam("fenced_id"), executions.c.epoch == bindparam("fenced_epoch"))
+              .values(epoch=bindparam("fenced_epoch")))
 _GET_EXEC = select(*(executions.c[c] for c in _EXEC_COLS)).where(executions.c.id == bindparam("id"))
 
 
@@ -410,6 +428,7 @@ def execution_params(e: ExecutionRecord) -> dict[str, Any]:
         "thread_id": e.thread_id, "id": e.id, "status": e.status, "side": e.side,
         "step_count": e.step_count, "stop_reason": e.stop_reason, "stopped_by": e.stopped_by,
         "error": e.error, "state": e.state, "created_at": e.created_at, "updated_at": e.updated_at,
+        "epoch": e.epoch,
     }
 
 
@@ -420,7 +439,17 @@ def _execution_from_row(r: Sequence[Any]) -> ExecutionRecord:
 
 
 def save_execution(conn: Connection, execution: ExecutionRecord) -> None:
-    conn.execute(UPSERT_EXEC[_dialect(conn)], execution_params(execution))
+    """Insert or update ``execution``; an update only while the stored epoch is still the
+    record's (else :class:`ExecutionTakenOver`, and nothing is written)."""
+    if conn.execute(UPSERT_EXEC[_dialect(conn)], execution_params(execution)).rowcount != 1:
+        raise ExecutionTakenOver(execution.id, execution.epoch)
+
+
+def check_fence(conn: Connection, fence: Fence) -> None:
+    """Lock the fenced execution's row for this transaction, and raise
+    :class:`ExecutionTakenOver` (rolling the transaction back) when its epoch moved on."""
+    if conn.execute(FENCE_EXEC, {"fenced_id": fence.execution_id, "fenced_epoch": fence.epoch}).rowcount != 1:
+        raise ExecutionTakenOver(fence.execution_id, fence.epoch)
 
 
 _EXEC_SET = [c for c in _EXEC_COLS if c not in ("id", "thread_id", "created_at")]
@@ -444,13 +473,21 @@ def replace_execution(conn: Connection, execution: ExecutionRecord, expected_sta
     return bool(result.rowcount == 1)
 
 
-def touch_executions(conn: Connection, execution_ids: list[str], now: int) -> int:
-    """Refresh ``updated_at`` of executions still running (a heartbeat); ended ones are left alone."""
-    if not execution_ids:
-        return 0
+def touch_executions(conn: Connection, held: Sequence[Fence], now: int) -> list[str]:
+    """Refresh ``updated_at`` of the running executions still held at their epochs (a
+    heartbeat); returns the ids of those another process took over (epoch moved on). Ended
+    ones are left alone and are not counted as taken over."""
+    if not held:
+        return []
     e = executions.c
-    result = conn.execute(update(executions).where(e.id.in_(execution_ids), e.status == "running").values(updated_at=now))
-    return int(result.rowcount or 0)
+    pairs = [(f.execution_id, f.epoch) for f in held]
+    result = conn.execute(update(executions).where(tuple_(e.id, e.epoch).in_(pairs), e.status == "running")
+                          .values(updated_at=now))
+    if int(result.rowcount or 0) == len(held):
+        return []
+    epochs = dict(pairs)
+    rows = conn.execute(select(e.id, e.epoch).where(e.id.in_(list(epochs))))
+    return [r[0] for r in rows if r[1] != epochs[r[0]]]
 
 
 def get_execution(conn: Connection, execution_id: str) -> ExecutionRecord | None:
@@ -472,15 +509,18 @@ def list_executions(conn: Connection, thread_id: str | None, status: str | None)
 
 def commit_step(
     conn: Connection, new_messages: Sequence[Message], updates: Sequence[tuple[str, dict[str, Any]]],
-    results: Sequence[dict[str, Any]], execution: ExecutionRecord | None,
+    results: Sequence[dict[str, Any]], execution: ExecutionRecord | None, fence: Fence | None = None,
 ) -> list[Message]:
-    """Everything one model step produced; the caller wraps it in a single transaction."""
+    """Everything one model step produced; the caller wraps it in a single transaction. The
+    execution record's own epoch fences the step; without a record, ``fence`` does."""
+    if execution is not None:
+        save_execution(conn, execution)
+    elif fence is not None:
+        check_fence(conn, fence)
     inserted = insert_messages(conn, new_messages)
     for message_id, changes in updates:
         update_message(conn, message_id, changes)
     insert_tool_results(conn, results)
-    if execution is not None:
-        conn.execute(UPSERT_EXEC[_dialect(conn)], execution_params(execution))
     return inserted
 
 
@@ -506,6 +546,8 @@ def list_logs(conn: Connection, thread_id: str, limit: int, offset: int) -> list
 
 
 # ---------------------------------------------------------------- thread files
+# A file is stored under its canonical path (files.canonical_path); reads also find the rows
+# older versions stored under another spelling, and a write moves such a row to the canonical path.
 
 _FILE_META_COLS = (thread_files.c.thread_id, thread_files.c.path, thread_files.c.size,
                    thread_files.c.mime_type, thread_files.c.metadata, thread_files.c.created_at,
@@ -515,18 +557,18 @@ _UPSERT_FILE = {
     for name, stmt in _upsert(thread_files, ["thread_id", "path"],
                               ["content", "size", "mime_type", "metadata", "updated_at"]).items()
 }
-_FILE_KEY = and_(thread_files.c.thread_id == bindparam("thread_id"),
-                 thread_files.c.path == bindparam("path"))
 
 
 def _file_from_row(r: Sequence[Any]) -> FileRecord:
-    return FileRecord(thread_id=r[0], path=r[1], size=r[2], mime_type=r[3],
+    return FileRecord(thread_id=r[0], path=canonical_path(r[1]), size=r[2], mime_type=r[3],
                       metadata=dict(r[4] or {}), created_at=r[5], updated_at=r[6])
 
 
 def write_file(conn: Connection, thread_id: str, path: str, data: bytes, mime_type: str | None,
                meta: dict[str, Any] | None) -> FileRecord:
     now = now_ms()
+    path = canonical_path(path)
+    fileops.adopt_spelling(conn, thread_id, path)
     row = conn.execute(_UPSERT_FILE[_dialect(conn)], {
         "thread_id": thread_id, "path": path, "content": bytes(data), "size": len(data),
         "mime_type": mime_type, "metadata": meta or {}, "created_at": now, "updated_at": now,
@@ -535,27 +577,25 @@ def write_file(conn: Connection, thread_id: str, path: str, data: bytes, mime_ty
 
 
 def read_file(conn: Connection, thread_id: str, path: str) -> bytes | None:
-    row = conn.execute(select(thread_files.c.content).where(_FILE_KEY),
-                       {"thread_id": thread_id, "path": path}).first()
+    row = fileops.file_row(conn, thread_id, path, thread_files.c.content)
     return bytes(row[0]) if row is not None else None
 
 
 def stat_file(conn: Connection, thread_id: str, path: str) -> FileRecord | None:
-    row = conn.execute(select(*_FILE_META_COLS).where(_FILE_KEY),
-                       {"thread_id": thread_id, "path": path}).first()
+    row = fileops.file_row(conn, thread_id, path, *_FILE_META_COLS)
     return _file_from_row(row) if row is not None else None
 
 
 def list_files(conn: Connection, thread_id: str, prefix: str) -> list[FileRecord]:
     stmt = select(*_FILE_META_COLS).where(thread_files.c.thread_id == thread_id)
-    if prefix:
-        stmt = stmt.where(thread_files.c.path.startswith(prefix, autoescape=True))
-    return [_file_from_row(r) for r in conn.execute(stmt.order_by(thread_files.c.path))]
+    clause = fileops.prefix_clause(prefix)
+    if clause is not None:
+        stmt = stmt.where(clause)
+    return [_file_from_row(r) for r in fileops.one_row_per_file(conn.execute(stmt), index=1)]
 
 
 def delete_file(conn: Connection, thread_id: str, path: str) -> bool:
-    result = conn.execute(delete(thread_files).where(_FILE_KEY), {"thread_id": thread_id, "path": path})
-    return result.rowcount > 0
+    return fileops.delete_spellings(conn, thread_id, path)
 
 
 # ---------------------------------------------------------------- env values
@@ -614,15 +654,27 @@ def claim_env(conn: Connection, scope: str, scope_id: str, key: str, value: Any,
     return bool(result.rowcount == 1)
 
 
-def touch_env(conn: Connection, scope: str, scope_id: str, keys: list[str], now: int) -> int:
-    """Refresh ``updated_at`` of some keys of one scope (a heartbeat for claims)."""
+def touch_env(conn: Connection, scope: str, scope_id: str, keys: list[str], now: int,
+              owner: str | None = None) -> int:
+    """Refresh ``updated_at`` of some keys of one scope (a heartbeat for claims); with
+    ``owner``, only of those whose value's ``owner`` is still that one."""
     _check_scope(scope)
     if not keys:
         return 0
     e = env_values.c
-    result = conn.execute(update(env_values).where(e.scope == scope, e.scope_id == scope_id, e.key.in_(keys))
-                          .values(updated_at=now))
-    return int(result.rowcount or 0)
+    stmt = update(env_values).where(e.scope == scope, e.scope_id == scope_id, e.key.in_(keys))
+    if owner is not None:
+        stmt = stmt.where(e.value["owner"].as_string() == owner)
+    return int(conn.execute(stmt.values(updated_at=now)).rowcount or 0)
+
+
+def release_claim(conn: Connection, scope: str, scope_id: str, key: str, owner: str) -> bool:
+    """Delete a claim only while ``owner`` holds it (one taken over stays with its taker)."""
+    _check_scope(scope)
+    e = env_values.c
+    result = conn.execute(delete(env_values).where(e.scope == scope, e.scope_id == scope_id, e.key == key,
+                                                   e.value["owner"].as_string() == owner))
+    return bool(result.rowcount)
 
 
 def list_scope(conn: Connection, scope: str) -> list[tuple[str, str, Any]]:

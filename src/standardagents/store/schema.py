@@ -124,6 +124,8 @@ executions = Table(
     Column("state", JSON, nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
+    # the fencing token: grows by one on each takeover; writes are conditional on it
+    Column("epoch", Integer, nullable=False, server_default="0"),
     Index("ix_executions_thread", "thread_id", "created_at"),
     Index("ix_executions_status", "status"),
 )

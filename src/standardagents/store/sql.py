@@ -31,7 +31,7 @@ from sqlalchemy.pool import StaticPool
 
 from ..exceptions import NotFoundError, StandardAgentsError, StoreError
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
-from ..records import ExecutionRecord, FileRecord, LogRecord, Message, ThreadRecord, now_ms
+from ..records import ExecutionRecord, Fence, FileRecord, LogRecord, Message, ThreadRecord, now_ms
 from . import eventops, fileops, ops
 from .checks import check_json, check_key, check_path, check_text, check_window
 from .fastpath import SQLiteFastPath
@@ -422,7 +422,7 @@ class SQLStore:
 
     async def add_message(self, message: Message) -> Message:
         if self.dialect == "sqlite":
-            await self._run(self._sqlite_step, [message], (), (), None)
+            await self._run(self._sqlite_step, [message], (), (), None, None)
             return message
         return (await self._run(ops.insert_messages, [message]))[0]
 
@@ -458,12 +458,14 @@ class SQLStore:
         updates: list[tuple[str, dict[str, Any]]] | None = None,
         tool_results: list[dict[str, Any]] | None = None,
         execution: ExecutionRecord | None = None,
+        fence: Fence | None = None,
     ) -> list[Message]:
         """Insert messages, apply updates, insert tool results and upsert the execution in
-        ONE transaction; any failure rolls all of it back and raises ``StoreError``."""
+        ONE transaction, fenced by the execution's epoch (or ``fence``); any failure rolls all
+        of it back and raises ``StoreError`` (``ExecutionTakenOver`` when fenced off)."""
         fn = self._sqlite_step if self.dialect == "sqlite" else ops.commit_step
         try:
-            return await self._run(fn, messages or [], updates or [], tool_results or [], execution)
+            return await self._run(fn, messages or [], updates or [], tool_results or [], execution, fence)
         except NotFoundError as exc:
             for message in messages or []:
                 message.seq = None
@@ -476,10 +478,10 @@ class SQLStore:
     def _sqlite_step(
         self, conn: Connection, new_messages: list[Message],
         updates: list[tuple[str, dict[str, Any]]], results: list[dict[str, Any]],
-        execution: ExecutionRecord | None,
+        execution: ExecutionRecord | None, fence: Fence | None,
     ) -> list[Message]:
         assert self._fast is not None
-        self._fast.commit_step(self._cursor, new_messages, results, execution)
+        self._fast.commit_step(self._cursor, new_messages, results, execution, fence)
         for message_id, changes in updates:
             ops.update_message(conn, message_id, changes)
         return new_messages
@@ -526,25 +528,32 @@ class SQLStore:
                     "AND updated_at < ?", (_dumps(value), now, scope, scope_id, key, stale_before))
         return bool(cur.rowcount == 1)
 
-    async def release_env(self, scope: str, scope_id: str, key: str) -> bool:
-        """Delete a claim (like :meth:`delete_env`, straight on the cursor for SQLite)."""
+    async def release_env(self, scope: str, scope_id: str, key: str, owner: str | None = None) -> bool:
+        """Delete a claim (like :meth:`delete_env`, straight on the cursor for SQLite); with
+        ``owner``, only while that owner holds it."""
         if self.dialect == "sqlite":
-            return await self._run(self._sqlite_release, scope, scope_id, key)
+            return await self._run(self._sqlite_release, scope, scope_id, key, owner)
+        if owner is not None:
+            return await self._run(ops.release_claim, scope, scope_id, key, owner)
         return await self._run(ops.delete_env, scope, scope_id, key)
 
-    def _sqlite_release(self, conn: Connection, scope: str, scope_id: str, key: str) -> bool:
+    def _sqlite_release(self, conn: Connection, scope: str, scope_id: str, key: str, owner: str | None) -> bool:
         cur = self._cursor
-        cur.execute("DELETE FROM env_values WHERE scope = ? AND scope_id = ? AND key = ?", (scope, scope_id, key))
+        if owner is None:
+            cur.execute("DELETE FROM env_values WHERE scope = ? AND scope_id = ? AND key = ?", (scope, scope_id, key))
+        else:
+            cur.execute("DELETE FROM env_values WHERE scope = ? AND scope_id = ? AND key = ? "
+                        "AND json_extract(value, '$.owner') = ?", (scope, scope_id, key, owner))
         return bool(cur.rowcount == 1)
 
-    async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int) -> int:
-        return await self._run(ops.touch_env, scope, scope_id, list(keys), now)
+    async def touch_env(self, scope: str, scope_id: str, keys: list[str], now: int, owner: str | None = None) -> int:
+        return await self._run(ops.touch_env, scope, scope_id, list(keys), now, owner)
 
     async def list_scope(self, scope: str) -> list[tuple[str, str, Any]]:
         return await self._run(ops.list_scope, scope, write=False)
 
-    async def touch_executions(self, execution_ids: list[str], now: int) -> int:
-        return await self._run(ops.touch_executions, list(execution_ids), now)
+    async def touch_executions(self, held: list[Fence], now: int) -> list[str]:
+        return await self._run(ops.touch_executions, list(held), now)
 
     async def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         return await self._run(ops.get_execution, execution_id, write=False)
