@@ -53,7 +53,7 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
 @contextlib.asynccontextmanager
 async def _client(live: LiveServer, agent: str, *, streaming: bool = True) -> AsyncIterator[Any]:
     async with httpx.AsyncClient(headers=live.headers, timeout=60) as http:
-        client = await create_client(f"{live.base_url}/a2a/{agent}",
+        client = await create_client(f"{live.base_url}/a2a/{agent}/jsonrpc",
                                      client_config=ClientConfig(httpx_client=http, streaming=streaming))
         try:
             yield client
@@ -95,7 +95,7 @@ async def test_cards_list_the_primary_agents(server: LiveServer) -> None:
     assert one["name"] == "helper" and one["description"] == "Adds numbers."
     assert one["capabilities"]["streaming"] is True
     assert "bearer" in one["securitySchemes"]
-    assert one["supportedInterfaces"][0]["url"].endswith("/a2a/helper")
+    assert one["supportedInterfaces"][0]["url"] == f"{server.base_url}/a2a/helper/jsonrpc"
     assert missing.status_code == 404
 
 

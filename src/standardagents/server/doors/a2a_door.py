@@ -1,25 +1,38 @@
 """The A2A door: each primary agent is an A2A agent, built on the ``a2a-sdk`` server parts.
 
 - ``GET /.well-known/agent-card.json``: a card whose skills are every primary agent, served
-  at ``/a2a`` (a message goes to the agent named by its ``agent`` metadata, else the first);
-  ``GET /a2a/{agent}/.well-known/agent-card.json``: one agent's card, served at
-  ``/a2a/{agent}``.
+  at ``/a2a`` (a message goes to the agent named by its ``agent`` metadata, else the first).
+- ``/a2a/{agent}/jsonrpc``: one agent, its URL (the card's). A client given it, with or
+  without a trailing slash, finds the card whether it appends ``/.well-known/agent-card.json``
+  (the Python client) or resolves ``.well-known/agent-card.json`` against it (the JavaScript
+  client: ``/a2a/{agent}/.well-known/agent-card.json`` without the slash). ``/a2a/{agent}``
+  and ``/a2a/{agent}/`` answer as well (the JavaScript client needs the slash there).
+  Cards carry ``Cache-Control``, ``ETag`` and ``Last-Modified``; a revalidation whose
+  ``If-None-Match`` (or, without one, ``If-Modified-Since``) still holds gets 304.
 - JSON-RPC at those URLs (A2A 1.0 method names, and 0.3's ``message/send``,
   ``message/stream``, ``tasks/get``, ``tasks/cancel``): an A2A task is our execution (same id),
   its ``contextId`` our thread (an unknown id names a new thread). A pause for approval is
   ``input-required``; the next message on that task decides every waiting call (a data part
   ``{"approved": bool, "reason"?}``, or text: ``yes``/``approve`` approves, anything else
-  denies with the text as the reason) and the same execution continues.
+  denies with the text as the reason) and the same execution continues. Parameters the SDK
+  would misread (an unknown ``ListTasks`` status, which it takes as no filter) or answer
+  with the wrong code (0.3 parameters: ``-32600``) are refused here with ``-32602``.
 
 Bearer tokens and dev mode as the REST API; a caller sees only its own threads and tasks.
 Tasks are kept in the store (see a2a_tasks): ``tasks/get``, ``tasks/cancel`` and
-``tasks/resubscribe`` answer on any worker and after a restart.
+``tasks/resubscribe`` answer on any worker and after a restart; tasks that ended are deleted
+after a retention (``STANDARDAGENTS_A2A_TASK_RETENTION``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import email.utils
+import hashlib
+import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -48,6 +61,11 @@ __all__ = ["a2a_routes"]
 _CALLER_KEY = "standardagents_caller"
 _AGENT_KEY = "standardagents_agent"
 _YES = {"y", "yes", "approve", "approved", "ok", "allow", "true"}
+#: how long a client may use a card without asking again (seconds); a --dev server, whose
+#: agents change as their files do, has clients revalidate every time
+CARD_MAX_AGE = 300
+#: the last segment of an agent's URL
+_BINDING = "jsonrpc"
 
 
 def _sdk() -> Any:
@@ -205,16 +223,55 @@ async def _cards(request: Request, agent: str | None) -> tuple[Any, list[tuple[s
     chosen = [(n, a) for n, a in agents if n == agent]
     if not chosen:
         raise ApiError(404, f"unknown agent {agent!r}")
-    return _card(chosen, base, agent, agent_description(agent, chosen[0][1]), f"{base}/a2a/{agent}"), chosen
+    url = f"{base}/a2a/{agent}/{_BINDING}"
+    return _card(chosen, base, agent, agent_description(agent, chosen[0][1]), url), chosen
 
 
 async def agent_card(request: Request) -> Response:
-    """The A2A agent card (public, as A2A discovery expects)."""
+    """The A2A agent card (public, as A2A discovery expects), with the HTTP caching headers
+    the A2A spec asks of card endpoints; a revalidation of an unchanged card gets 304."""
     _sdk()
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 
     card, _ = await _cards(request, request.path_params.get("agent"))
-    return JSONResponse(agent_card_to_dict(card))
+    body = json.dumps(agent_card_to_dict(card), ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+    etag = f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+    server = server_of(request)
+    first_seen: collections.OrderedDict[str, float] = server.extra.setdefault("a2a_card_seen",
+                                                                             collections.OrderedDict())
+    seen = first_seen.setdefault(etag, time.time())
+    while len(first_seen) > 64:  # cards differ by the Host asked for: keep a bounded few
+        first_seen.popitem(last=False)
+    headers = {"ETag": etag, "Last-Modified": email.utils.formatdate(seen, usegmt=True),
+               "Cache-Control": "no-cache" if server.dev else f"public, max-age={CARD_MAX_AGE}"}
+    if _still_fresh(request, etag, seen):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def _still_fresh(request: Request, etag: str, seen: float) -> bool:
+    """Whether the client's copy is the card (RFC 9110: ``If-None-Match``, weak comparison;
+    ``If-Modified-Since`` only without it)."""
+    match = request.headers.get("if-none-match")
+    if match is not None:
+        tags = {tag.strip().removeprefix("W/") for tag in match.split(",")}
+        return "*" in tags or etag in tags
+    since = request.headers.get("if-modified-since")
+    if since is None:
+        return False
+    try:
+        when = email.utils.parsedate_to_datetime(since)
+    except (TypeError, ValueError):
+        return False
+    return when.tzinfo is not None and int(seen) <= when.timestamp()
+
+
+async def no_agent_card(request: Request) -> Response:
+    """``/a2a/.well-known/agent-card.json``: where a client that resolves the card's path
+    against ``/a2a/{agent}`` (no trailing slash) looks. The agent cannot be told from that
+    URL, so the answer is a 404 saying which URL to use, never another agent's card."""
+    raise ApiError(404, f"no agent is named by this URL: give a client /a2a/{{agent}}/{_BINDING} "
+                        "(or /a2a/{agent}/ with a trailing slash); the project's card is /.well-known/agent-card.json")
 
 
 def _dispatcher(request: Request, card: Any) -> Any:
@@ -230,7 +287,7 @@ def _dispatcher(request: Request, card: Any) -> Any:
     from a2a.server.routes.common import ServerCallContextBuilder
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 
-    from .a2a_tasks import BusTaskEventStream, StoreTaskStore
+    from .a2a_tasks import BusTaskEventStream, StoreTaskStore, retention_from_env
 
     class Caller(User):
         """An authenticated A2A user: the SDK scopes tasks by our user id."""
@@ -255,7 +312,9 @@ def _dispatcher(request: Request, card: Any) -> Any:
 
     following: set[str] = set()
     handler = DefaultRequestHandler(agent_executor=_executor(server.runtime, following),
-                                    task_store=StoreTaskStore(server.runtime, following), agent_card=card,
+                                    task_store=StoreTaskStore(server.runtime, following,
+                                                              retention=retention_from_env()),
+                                    agent_card=card,
                                     event_stream=BusTaskEventStream(server.runtime))
     dispatcher = JsonRpcDispatcher(request_handler=handler, context_builder=Builder(), enable_v0_3_compat=True)
     server.extra["a2a_dispatcher"] = dispatcher
@@ -263,23 +322,29 @@ def _dispatcher(request: Request, card: Any) -> Any:
 
 
 async def rpc(request: Request) -> Response:
-    """A2A JSON-RPC for one agent (``/a2a/{agent}``) or the project card's default (``/a2a``)."""
+    """A2A JSON-RPC for one agent (``/a2a/{agent}/jsonrpc``, ``/a2a/{agent}``) or the project
+    card's default (``/a2a``)."""
     caller = await authenticate(request)
     _sdk()
     agent = request.path_params.get("agent")
     rt = server_of(request).runtime
+    body: Any = None
+    with contextlib.suppress(Exception):  # not JSON: the SDK answers that
+        body = await request.json()
     if agent is None:
         agents = await primary_agents(rt)
         if not agents:
             raise ApiError(404, "this project has no primary agent")
         agent = agents[0][0]
         with contextlib.suppress(Exception):
-            body = await request.json()
             meta = (body.get("params") or {}).get("message", {}).get("metadata") or {}
             if isinstance(meta.get("agent"), str):
                 agent = meta["agent"]
     elif agent not in [n for n, _ in await primary_agents(rt)]:
         raise ApiError(404, f"unknown agent {agent!r}")
+    refused = _invalid_params(body)
+    if refused is not None:
+        return JSONResponse(refused)
     request.scope.setdefault("state", {})[_CALLER_KEY] = caller
     request.scope["state"][_AGENT_KEY] = agent
     card, _ = await _cards(request, None)
@@ -287,10 +352,57 @@ async def rpc(request: Request) -> Response:
     return response
 
 
+def _invalid_params(body: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error answering parameters the SDK would take wrongly, else ``None``: a
+    ``ListTasks`` status that is no task state (its parser makes it "no filter", listing
+    every task) and 0.3 parameters that do not validate (its 0.3 adapter answers ``-32600``,
+    the code of a malformed request, not ``-32602``)."""
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0" or not isinstance(body.get("method"), str):
+        return None
+    method, params, request_id = body["method"], body.get("params"), body.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        request_id = None
+    if method == "ListTasks" and isinstance(params, dict) and params.get("status") is not None:
+        from a2a.server.request_handlers.response_helpers import build_error_response
+        from a2a.types import TaskState
+        from a2a.utils.errors import InvalidParamsError
+
+        status = params["status"]
+        if isinstance(status, bool) or not (status in TaskState.keys() if isinstance(status, str)
+                                            else isinstance(status, int) and status in TaskState.values()):
+            names = ", ".join(name for name in TaskState.keys() if name != "TASK_STATE_UNSPECIFIED")
+            return build_error_response(request_id, InvalidParamsError(
+                f"Invalid params: status {status!r} is not a task state (one of {names})"))
+        return None
+    import a2a.server.routes  # noqa: F401 - before the adapter, which imports it back (a cycle)
+    from a2a.compat.v0_3.jsonrpc_adapter import JSONRPC03Adapter
+    from pydantic import ValidationError
+
+    model = JSONRPC03Adapter.METHOD_TO_MODEL.get(method)
+    if model is None or ("params" in body and not isinstance(params, dict | list)):
+        return None  # params that are no structure make the request malformed: the SDK says so
+    try:
+        model.model_validate(body)  # type: ignore[attr-defined]
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if not all(error["loc"][:1] == ("params",) for error in errors):
+            return None  # the request itself is malformed: the SDK answers -32600
+        from a2a.server.jsonrpc_models import InvalidParamsError as InvalidParams
+
+        said = "; ".join(f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}" for error in errors)
+        return {"jsonrpc": "2.0", "id": request_id,
+                "error": InvalidParams(message=f"Invalid params: {said}", data=said).model_dump(by_alias=True)}
+    return None
+
+
 def a2a_routes() -> list[BaseRoute]:
+    """The door's routes (see the module docstring for which URL is which)."""
+    cards = ["/.well-known/agent-card.json", "/a2a/{agent}/.well-known/agent-card.json",
+             f"/a2a/{{agent}}/{_BINDING}/.well-known/agent-card.json"]
+    calls = ["/a2a", "/a2a/", "/a2a/{agent}", "/a2a/{agent}/", f"/a2a/{{agent}}/{_BINDING}",
+             f"/a2a/{{agent}}/{_BINDING}/"]
     return [
-        Route("/.well-known/agent-card.json", agent_card, methods=["GET"]),
-        Route("/a2a/{agent}/.well-known/agent-card.json", agent_card, methods=["GET"]),
-        Route("/a2a", rpc, methods=["POST"]),
-        Route("/a2a/{agent}", rpc, methods=["POST"]),
+        *(Route(path, agent_card, methods=["GET"]) for path in cards),
+        Route("/a2a/.well-known/agent-card.json", no_agent_card, methods=["GET"]),
+        *(Route(path, rpc, methods=["POST"]) for path in calls),
     ]

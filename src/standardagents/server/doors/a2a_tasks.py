@@ -12,11 +12,19 @@ env table, with a version per write:
 - :class:`BusTaskEventStream` is the SDK's ``TaskEventStream`` over our event bus (carried
   between workers by the PostgreSQL relay): a client resubscribing on another worker than
   the one running the task follows it there.
+
+Retention: a task that ended (``completed``, ``failed``, ``canceled``, ``rejected``, or whose
+execution ended without the task being told) is deleted from the store once it ended
+``retention`` seconds ago (``STANDARDAGENTS_A2A_TASK_RETENTION``, default 7 days, ``off``
+keeps them for ever); its thread and executions stay. A task waiting for input is kept.
+Deleting runs when a task is created, at most once per ``min(retention, 1 hour)`` per process.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import logging
+import os
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.cluster.event_stream import TaskEventStream, VersionedEvent
@@ -42,6 +50,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToDict, ParseDict
 
+from ...exceptions import DefinitionError
 from ...records import new_id, now_ms
 
 if TYPE_CHECKING:
@@ -49,15 +58,49 @@ if TYPE_CHECKING:
 
     from ...engine.runtime import Runtime
 
-__all__ = ["BusTaskEventStream", "StoreTaskStore", "end_execution"]
+__all__ = [
+    "DEFAULT_RETENTION",
+    "RETENTION_ENV",
+    "BusTaskEventStream",
+    "StoreTaskStore",
+    "end_execution",
+    "retention_from_env",
+]
+
+log = logging.getLogger("standardagents.a2a")
+
+#: seconds a task that ended is kept (7 days)
+DEFAULT_RETENTION = 7 * 24 * 3600.0
+RETENTION_ENV = "STANDARDAGENTS_A2A_TASK_RETENTION"
+#: the longest time between two passes deleting old tasks (seconds)
+_PRUNE_EVERY = 3600.0
 
 _SCOPE = "system"
 #: under "a2a_task:<task id>": "current" (the task, its owner and version) and "v<n>" (claims)
 #: under "a2a_tasks_of:<owner>": the owner's task ids (for tasks/list)
+#: under "a2a_tasks": every task id -> {"owner", "at": created, "ended": ms or None} (for retention)
+_INDEX = "a2a_tasks"
 _TERMINAL = {TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_FAILED,
              TaskState.TASK_STATE_REJECTED}
 _EVENTS = {"task": Task, "message": Message, "status": TaskStatusUpdateEvent, "artifact": TaskArtifactUpdateEvent}
 _EVENT_TYPE = "a2a.task_event"
+
+
+def retention_from_env() -> float | None:
+    """Seconds a task that ended is kept, from ``STANDARDAGENTS_A2A_TASK_RETENTION`` (default
+    :data:`DEFAULT_RETENTION`; ``off`` keeps tasks for ever: ``None``)."""
+    raw = os.environ.get(RETENTION_ENV, "").strip().lower()
+    if not raw:
+        return DEFAULT_RETENTION
+    if raw in ("off", "none", "never"):
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise DefinitionError([(RETENTION_ENV, f"a number of seconds (0 or more) or 'off', not {raw!r}")])
+    return seconds
 
 
 def _version(value: Any) -> int:
@@ -74,11 +117,17 @@ class StoreTaskStore(VersionedTaskStore):
     """The SDK's task store over our store (see the module docstring).
 
     ``following`` holds the ids of the tasks this process's executor follows right now:
-    their stored status is theirs to write, never inferred from the execution."""
+    their stored status is theirs to write, never inferred from the execution.
+    ``retention`` (seconds, ``None``: for ever) and ``clock`` (milliseconds) drive the
+    deletion of tasks that ended (see the module docstring)."""
 
-    def __init__(self, rt: Runtime, following: set[str]) -> None:
+    def __init__(self, rt: Runtime, following: set[str], *, retention: float | None = DEFAULT_RETENTION,
+                 clock: Callable[[], int] = now_ms) -> None:
         self.rt = rt
         self.following = following
+        self.retention = retention
+        self.clock = clock
+        self._next_prune = 0
 
     async def save(self, task: Task, *, event: Any, prev: Task | None, prev_version: TaskVersion,
                    context: ServerCallContext) -> TaskVersion:
@@ -102,13 +151,71 @@ class StoreTaskStore(VersionedTaskStore):
             raise ConcurrentTaskModificationError(task.id)
         await store.set_env(_SCOPE, f"a2a_task:{task.id}", "current", {"owner": owner, "version": version,
                                                          "task": MessageToDict(task)})
+        ended = task.status.state in _TERMINAL
         if stored:
             await store.delete_env(_SCOPE, f"a2a_task:{task.id}", f"v{stored}")
+            if ended:
+                entry = await store.get_env(_SCOPE, _INDEX, task.id)
+                if isinstance(entry, dict) and entry.get("ended") is None:
+                    await store.set_env(_SCOPE, _INDEX, task.id, {**entry, "ended": self.clock()})
         else:
+            at = self.clock()
             await store.set_env(_SCOPE, f"a2a_tasks_of:{owner}", task.id, {"contextId": task.context_id})
+            await store.set_env(_SCOPE, _INDEX, task.id, {"owner": owner, "at": at, "ended": at if ended else None})
+            await self._prune_when_due()
         if cancelling and task.id not in self.following:
             await self._stop_elsewhere(task)
         return TaskVersion(version)
+
+    async def _prune_when_due(self) -> None:
+        """Delete old tasks when the last pass of this process is long enough ago; a failed
+        pass is logged, never the failure of the write that triggered it."""
+        if self.retention is None or self.clock() < self._next_prune:
+            return
+        self._next_prune = self.clock() + int(min(self.retention, _PRUNE_EVERY) * 1000)
+        try:
+            await self.prune()
+        except Exception:
+            log.exception("could not delete the A2A tasks past their retention")
+
+    async def prune(self) -> int:
+        """Delete every task that ended at least ``retention`` seconds ago (its thread and
+        executions stay); returns how many were deleted. A task whose execution ended without
+        the task being told counts as ended when the execution did; one that never got an
+        execution, when it was created."""
+        if self.retention is None:
+            return 0
+        cutoff = self.clock() - int(self.retention * 1000)
+        deleted = 0
+        for task_id, entry in (await self.rt.store.list_env(_SCOPE, _INDEX)).items():
+            if not isinstance(entry, dict) or task_id in self.following or _version(entry.get("at")) > cutoff:
+                continue
+            ended = entry.get("ended")
+            if ended is None:
+                ended = await self._execution_ended_at(task_id, _version(entry.get("at")))
+            if ended is None or _version(ended) > cutoff:
+                continue
+            await self._forget(task_id, str(entry.get("owner")))
+            deleted += 1
+        return deleted
+
+    async def _execution_ended_at(self, task_id: str, created: int) -> int | None:
+        """When the task's execution ended (``None`` while it runs or waits for a decision)."""
+        record = await self.rt.store.get_execution(task_id)
+        if record is None:
+            return created
+        if record.status in ("running", "waiting"):
+            return None
+        return record.updated_at
+
+    async def _forget(self, task_id: str, owner: str) -> None:
+        store = self.rt.store
+        current = await store.get_env(_SCOPE, f"a2a_task:{task_id}", "current")
+        if isinstance(current, dict):
+            await store.delete_env(_SCOPE, f"a2a_task:{task_id}", f"v{_version(current.get('version'))}")
+            await store.delete_env(_SCOPE, f"a2a_task:{task_id}", "current")
+        await store.delete_env(_SCOPE, f"a2a_tasks_of:{owner}", task_id)
+        await store.delete_env(_SCOPE, _INDEX, task_id)  # last: a pass cut short is taken up by the next
 
     async def _stop_elsewhere(self, task: Task) -> None:
         """A cancel recorded here for a task whose execution runs on another worker (or
@@ -188,9 +295,7 @@ class StoreTaskStore(VersionedTaskStore):
         current = await self.rt.store.get_env(_SCOPE, f"a2a_task:{task_id}", "current")
         if not isinstance(current, dict) or current.get("owner") != owner:
             return
-        await self.rt.store.delete_env(_SCOPE, f"a2a_task:{task_id}", f"v{_version(current.get('version'))}")
-        await self.rt.store.delete_env(_SCOPE, f"a2a_task:{task_id}", "current")
-        await self.rt.store.delete_env(_SCOPE, f"a2a_tasks_of:{owner}", task_id)
+        await self._forget(task_id, owner)
 
 
 async def end_execution(rt: Runtime, execution_id: str) -> None:
