@@ -2,8 +2,9 @@
 an edited system prompt opens a new branch whose step shows the other model (and the model
 stub received that model and prompt), with a link back to the thread it came from, which is
 unchanged; a step's hooks and guardrails in its detail; a turn's trace id as a link when a
-trace URL template is set, else as text with a copy button. Screenshots go to
-``tests/screenshots/``."""
+trace URL template is set, else as text with a copy button. A user who is not an admin, on a
+server that is not a dev server, sees no model or prompt to choose and re-runs the step as it
+was, unless the agent allows overrides. Screenshots go to ``tests/screenshots/``."""
 
 from __future__ import annotations
 
@@ -179,3 +180,100 @@ async def test_without_a_template_the_trace_id_is_text_with_a_copy_button(
     await expect(turn.locator("div.trace")).to_contain_text("trace ")
     await expect(turn.locator("a.trace")).to_have_count(0)
     await expect(turn.get_by_role("button", name="Copy the trace id")).to_be_visible()
+
+
+_FILES_OPEN_WRITER = {
+    "agents/agents/open_writer.py": """
+        from standardagents import define_agent
+        open_writer = define_agent(name="open_writer", allow_overrides=True,
+                                   side_a={"prompt": "writer_prompt", "stop_on_response": True})
+    """,
+}
+
+
+@pytest.fixture
+async def user_server(tmp_path: Path) -> AsyncIterator[tuple[Any, OpenAIStub, str]]:
+    """A server that is not a dev server, and the API token of a user who is not an admin;
+    ``writer`` keeps its model and prompt, ``open_writer`` lets its readers choose them."""
+    from standardagents.store import open_store
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'users.db'}"
+    async with open_store(url) as store:
+        user = await store.create_user("reader")
+        _, token = await store.create_api_token(user.id, "browser")
+    with OpenAIStub(lambda body: StubReply(text=f"A line from {body['model']}.", chunk_size=8)) as stub:
+        project = write_project(tmp_path / "project", {**_files(stub), **_FILES_OPEN_WRITER})
+        for server in serve_app(project, url):
+            yield server, stub, token
+
+
+
+@pytest.fixture
+async def user_page(chromium: str, user_server: Any) -> AsyncIterator[Any]:
+    """A page of the web app signed in with the plain user's token."""
+    from playwright.async_api import async_playwright, expect
+
+    expect.set_options(timeout=15_000)
+    _, _, token = user_server
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            await page.add_init_script(f"localStorage.setItem('sa-token', {token!r})")
+            yield page
+        finally:
+            await browser.close()
+
+
+async def _open_rerun_of_the_first_step(page: Any, base_url: str, agent: str, label: str) -> None:
+    from playwright.async_api import expect
+
+    await page.goto(base_url + "/")
+    await page.select_option("#agent-select", agent)
+    await page.fill("#input", "Write about tea.")
+    await page.press("#input", "Enter")
+    await expect(page.locator(".turn-usage")).to_have_count(1)
+    await expect(page.locator("#stop")).to_be_disabled()
+    await page.click("#inspector-toggle")
+    await page.locator("#inspector .bar.model").first.click()
+    await page.locator("#inspector-detail").get_by_role("button", name=label).click()
+    await expect(page.locator("#rerun-dialog")).to_be_visible()
+
+
+async def test_a_user_who_may_not_choose_sees_no_model_or_prompt_and_reruns_the_step_as_it_was(
+        user_page: Any, user_server: Any) -> None:
+    from playwright.async_api import expect
+
+    server, stub, _ = user_server
+    page = user_page
+    await _open_rerun_of_the_first_step(page, server.base_url, "writer", "Re-run step 1 as it was")
+    for field in ("#rerun-model", "#rerun-model-name", "#rerun-system"):
+        await expect(page.locator(field)).to_be_hidden()
+    await expect(page.locator("#rerun-note")).to_contain_text("with the same model and system prompt")
+    SHOTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(SHOTS / "rerun-dialog-as-it-was.png"))
+    await page.click("#rerun-run")
+    await expect(page.locator("#rerun-dialog")).to_be_hidden()
+    await expect(page.locator("#branch-of")).to_contain_text("Re-run of step 1 of")
+    await expect(page.locator(".msg.assistant")).to_have_text(["A line from first-model."])
+    sent = stub.requests[-1]
+    assert (sent["model"], sent["messages"][0]["content"]) == ("first-model", "You write one line. Sign it.")
+
+
+async def test_a_user_of_an_agent_that_allows_overrides_may_choose_the_model_and_prompt(
+        user_page: Any, user_server: Any) -> None:
+    from playwright.async_api import expect
+
+    server, stub, _ = user_server
+    page = user_page
+    await _open_rerun_of_the_first_step(page, server.base_url, "open_writer",
+                                        "Re-run step 1 with another model or prompt")
+    # no runtime view for a plain user: the model is named by hand, the prompt starts empty
+    await expect(page.locator("#rerun-model")).to_be_hidden()
+    await page.fill("#rerun-model-name", "second")
+    await page.fill("#rerun-system", "You write one line as a haiku.")
+    await page.click("#rerun-run")
+    await expect(page.locator("#rerun-dialog")).to_be_hidden()
+    await expect(page.locator(".msg.assistant")).to_have_text(["A line from second-model."])
+    sent = stub.requests[-1]
+    assert (sent["model"], sent["messages"][0]["content"]) == ("second-model", "You write one line as a haiku. Sign it.")

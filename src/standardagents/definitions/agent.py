@@ -136,6 +136,10 @@ class AgentDefinition(Definition):
     #: what one turn (and the whole thread) may spend; a call's own limits override these
     usage_limits: UsageLimits | None = None
     busy: BusyPolicy = "enqueue"
+    #: whether any reader of a thread may re-run a step with another model or system prompt
+    #: (``allowOverrides``); otherwise only admins and a ``--dev`` server may, since the
+    #: prompt is the operator's policy and the model a cost decision
+    allow_overrides: bool = False
 
     def side(self, which: Literal["a", "b"]) -> SideConfig | None:
         return self.side_a if which == "a" else self.side_b
@@ -173,6 +177,7 @@ class AgentFields(TypedDict, total=False):
     output_guardrails: Sequence[str]
     usage_limits: UsageLimits | Mapping[str, Any] | None
     busy: BusyPolicy
+    allow_overrides: bool
 
 
 def _get(data: dict[str, Any], snake: str, camel: str) -> Any:

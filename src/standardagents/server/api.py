@@ -33,7 +33,7 @@ from .auth import authenticate, caller_dict, require_thread
 from .errors import ApiError, JSONResponse, read_json
 from .forks import fork_thread, rename_thread
 from .openapi import openapi_document
-from .reruns import rerun_step
+from .reruns import overrides_allowed, rerun_step
 from .runtime_view import runtime_view
 from .state import server_of
 from .streams import (
@@ -217,7 +217,8 @@ async def get_execution(request: Request) -> Response:
     """``GET /api/executions/{id}``: one execution with its steps (model calls with the tool
     calls they asked for), usage, cost, timings and trace id; readable by whoever may read
     its thread. ``traceUrl`` links the trace id to the tracing UI when a template is set
-    (:mod:`.traces`)."""
+    (:mod:`.traces`); ``rerunOverrides`` says whether the caller may re-run its steps with
+    another model or system prompt (:mod:`.reruns`)."""
     caller = await authenticate(request)
     execution_id = request.path_params["execution_id"]
     store = server_of(request).runtime.store
@@ -225,9 +226,10 @@ async def get_execution(request: Request) -> Response:
     record = await store.get_execution(execution_id)
     if record is None:
         raise ApiError(404, f"unknown execution {execution_id!r}")
-    await require_thread(request, record.thread_id, caller)
+    thread = await require_thread(request, record.thread_id, caller)
     detail = await load_execution(store, record)
     detail["traceUrl"] = trace_link(detail.get("traceId"))
+    detail["rerunOverrides"] = await overrides_allowed(request, caller, thread)
     return JSONResponse(detail)
 
 

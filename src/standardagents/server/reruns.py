@@ -4,6 +4,11 @@
 thread (a fork: the original thread is never changed) and runs that thread's next turn with
 the chosen model and/or system prompt in place of the side's, so the two answers can be read
 side by side. The new thread's ``rerunOf`` metadata points back at the step it re-ran.
+
+Whoever may read the thread may re-run a step as it was. Choosing the model or the system
+prompt is for admins and a ``--dev`` server only, unless the thread's agent allows it
+(``allow_overrides``): where end users chat, the prompt is the operator's policy and the model
+a cost decision. An execution's details say whether its caller may (``rerunOverrides``).
 """
 
 from __future__ import annotations
@@ -16,14 +21,30 @@ from starlette.responses import Response
 
 from ..engine.overrides import MAX_SYSTEM
 from ..engine.steps import execution_detail
-from ..records import new_id
+from ..records import ThreadRecord, new_id
+from ..store.base import UserRecord
 from ..store.checks import check_text
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
 from .forks import branch
 from .state import server_of
 
-__all__ = ["rerun_step"]
+__all__ = ["OVERRIDES_REFUSED", "overrides_allowed", "rerun_step"]
+
+#: the one answer to a re-run with a model or system prompt its caller may not choose
+OVERRIDES_REFUSED = ("choosing the model or the system prompt of a re-run needs an admin (or a --dev server), "
+                     "unless the agent allows it (allow_overrides=True); re-run the step without 'model' and "
+                     "'system' to run it as it was")
+
+
+async def overrides_allowed(request: Request, caller: UserRecord, thread: ThreadRecord) -> bool:
+    """Whether ``caller`` may re-run a step of ``thread`` with another model or system prompt."""
+    if caller.is_admin or server_of(request).dev:
+        return True
+    rt = server_of(request).runtime
+    if not rt.registry.has("agents", thread.agent, thread.package):
+        return False  # an agent the project no longer has allows nothing
+    return bool((await rt.agent(thread.agent, thread.package)).allow_overrides)
 
 
 def _fields(body: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -41,7 +62,8 @@ async def rerun_step(request: Request) -> Response:
     """``{"model"?, "system"?}`` → 201 with the new ``thread`` and its turn's ``executionId``;
     the turn runs on (follow the thread's stream), or has ended with ``?wait=true`` (then
     ``result`` is how). 404: no such execution or step; 422: an unknown model or bad field;
-    403: a caller who may not read the thread; 409: the step's messages were rolled back."""
+    403: a caller who may not read the thread, or may not choose a model or system prompt
+    (:func:`overrides_allowed`); 409: the step's messages were rolled back."""
     from .api import _flag, _keep, thread_dict
 
     caller = await authenticate(request)
@@ -60,6 +82,8 @@ async def rerun_step(request: Request) -> Response:
         raise ApiError(404, f"execution {execution_id} has no step {index} (its steps are numbered 0 to "
                             f"{len(steps) - 1})" if steps else f"execution {execution_id} has no model steps")
     model, system = _fields(await read_json(request, required=False))
+    if (model is not None or system is not None) and not await overrides_allowed(request, caller, source):
+        raise ApiError(403, OVERRIDES_REFUSED)
     if model is not None and not rt.registry.has("models", model, source.package):
         raise ApiError(422, f"unknown model {model!r}: choose one the runtime lists")
     step = steps[index]

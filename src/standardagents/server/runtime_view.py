@@ -1,6 +1,7 @@
 """``GET /api/runtime``: what the runtime is made of and doing, in one read-only answer for
 the web app's runtime view: each agent's sides with their prompt, model, tools (and where
-each tool comes from) and hooks; the model definitions; the trace link template; running executions, calls waiting for approval, pending
+each tool comes from) and hooks, and whether its readers may re-run steps with another model
+or prompt (``allowOverrides``); the model definitions; the trace link template; running executions, calls waiting for approval, pending
 scheduled effects and the latest failed executions.
 
 Admins only (``dev`` serves a local admin): it shows every user's threads and the prompts'
@@ -64,7 +65,8 @@ async def _agents(rt: Any) -> list[dict[str, Any]]:
         if agent.side_b is not None:
             sides.append(await _side(rt, agent, "b", entry.package))
         out.append({"name": rt.registry.public_name(entry), "type": agent.type, "primary": agent.primary,
-                    "description": agent.description, "package": entry.package, "sides": sides})
+                    "description": agent.description, "package": entry.package, "sides": sides,
+                    "allowOverrides": agent.allow_overrides})
     out.sort(key=lambda a: a["name"])
     return out
 

@@ -200,7 +200,8 @@ function showStep(s, execution) {
   const reply = state.messages.find((m) => m.id === s.messageId);
   const again = el("button", "ghost rerun", "Re-run…");
   again.type = "button";
-  again.setAttribute("aria-label", `Re-run step ${s.index + 1} with another model or prompt`);
+  again.setAttribute("aria-label", rerun.mayChoose(execution) ? `Re-run step ${s.index + 1} with another model or prompt`
+    : `Re-run step ${s.index + 1} as it was`);
   again.addEventListener("click", () => rerun.open(execution, s).catch(showError));
   const actions = el("div", "step-actions");
   actions.append(again);

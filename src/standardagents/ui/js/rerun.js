@@ -2,17 +2,21 @@
 // POST /executions/{id}/steps/{n}/rerun makes a new thread holding what that step was sent and
 // runs its next turn with the choices; the original thread is left as it was. The dialog waits
 // for that turn to end, then the branch opens, headed by a link back to the step it re-ran.
+// Choosing the model or the prompt is offered only to a caller the server lets choose them
+// (the execution's rerunOverrides: an admin, a dev server, or an agent that allows it); anyone
+// else re-runs the step as it was.
 import { api } from "./api.js";
 import { $, showError, state } from "./state.js";
 
 const dialog = $("rerun-dialog");
+const choices = $("rerun-choices");
 const modelSelect = $("rerun-model");
 const modelName = $("rerun-model-name");
 const systemBox = $("rerun-system");
 const note = $("rerun-note");
 const failure = $("rerun-error");
 let opener = async () => {};
-let pending = null;   // {execution, step, prompt}: what the open dialog re-runs
+let pending = null;   // {execution, step, prompt, free}: what the open dialog re-runs, and whether it may choose
 
 export function onOpenThread(fn) { opener = fn; }
 
@@ -29,9 +33,14 @@ async function runtimeView() {
   try { return await api("/runtime"); } catch (_) { return null; }
 }
 
+// Whether the caller may choose the model and prompt of a re-run of this execution's steps.
+export function mayChoose(execution) { return execution?.rerunOverrides === true; }
+
 export async function open(execution, step) {
-  const view = await runtimeView();
+  const free = mayChoose(execution);
+  const view = free ? await runtimeView() : null;
   const thread = state.thread;
+  choices.hidden = !free;
   modelSelect.replaceChildren(option("", `Same model (${step.model || "the side's"})`));
   for (const m of view?.models || []) {
     if (!m.error) modelSelect.append(option(m.name, `${m.name} · ${m.provider} ${m.model}`));
@@ -45,19 +54,21 @@ export async function open(execution, step) {
   systemBox.value = prompt;
   systemBox.placeholder = prompt ? "" : "The side's system prompt (leave empty to keep it)";
   note.textContent = `Step ${step.index + 1} was sent ${step.sent?.count ?? "its"} messages by ${step.model || "its model"}. `
-    + "They are copied to a new thread, whose next turn runs with your choices; this thread stays as it is.";
+    + (free ? "They are copied to a new thread, whose next turn runs with your choices; this thread stays as it is."
+      : "They are copied to a new thread, whose next turn runs them again with the same model and system prompt "
+        + "(choosing others is for admins here); this thread stays as it is.");
   failure.hidden = true;
   $("rerun-run").disabled = false;
-  pending = { execution, step, prompt };
+  pending = { execution, step, prompt, free };
   dialog.showModal();
 }
 
 async function run() {
-  const { execution, step, prompt } = pending;
+  const { execution, step, prompt, free } = pending;
   const body = {};
   const model = modelSelect.hidden ? modelName.value.trim() : modelSelect.value;
-  if (model) body.model = model;
-  if (systemBox.value !== prompt && (prompt || systemBox.value.trim())) body.system = systemBox.value;
+  if (free && model) body.model = model;
+  if (free && systemBox.value !== prompt && (prompt || systemBox.value.trim())) body.system = systemBox.value;
   $("rerun-run").disabled = true;
   $("rerun-run").textContent = "Running…";
   try {
