@@ -189,7 +189,7 @@ async def test_thread_state_files_env_logs_and_events(make_runtime, stub):
     state = await rt.state(thread.id)
     await state.write_file("notes/a.txt", "alpha")
     assert await state.read_file("notes/a.txt") == b"alpha"
-    assert [f.path for f in await state.list_files("notes/")] == ["notes/a.txt"]
+    assert [f.path for f in await state.list_files("notes/")] == ["/notes/a.txt"]
     assert await state.get_env("greeting") == "hello"
     await rt.store.set_env("user", "u1", "greeting", "hi from user")
     assert await state.get_env("greeting") == "hi from user"

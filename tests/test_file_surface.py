@@ -9,11 +9,12 @@ import httpx
 import pytest
 
 from standardagents import Runtime
-from standardagents.files import compile_glob, glob_prefix
+from standardagents.files import canonical_path, compile_glob, glob_prefix
 from standardagents.project import build_registry
 from standardagents.records import ThreadRecord
 from standardagents.store import SQLStore
 from standardagents.store.fileops import GREP_CHUNK
+from store_fixtures import Backend
 
 API = "/api"
 
@@ -64,7 +65,86 @@ async def test_readdir_joins_paths_written_with_and_without_leading_slash(store:
     await store.write_file(thread.id, "/docs/y.md", b"y")
     listing = await store.readdir(thread.id, "docs")
     assert listing is not None and [(e.name, e.path) for e in listing.entries] == [
-        ("x.md", "docs/x.md"), ("y.md", "/docs/y.md")]
+        ("x.md", "/docs/x.md"), ("y.md", "/docs/y.md")]
+
+
+# one spelling of a path ---------------------------------------------------------------------
+async def _old_row(backend: Backend, thread_id: str, path: str, data: bytes, created_at: int = 1) -> None:
+    """A row as an older version stored it: the path exactly as the writer spelt it."""
+    p = [backend.param(n) for n in range(1, 8)]
+    await backend.fetch("INSERT INTO thread_files (thread_id, path, content, size, mime_type, created_at, "
+                        f"updated_at) VALUES ({', '.join(p)})",
+                        thread_id, path, data, len(data), "text/plain", created_at, created_at)
+
+
+def test_canonical_path_has_one_leading_slash_and_no_empty_or_dot_segments() -> None:
+    assert [canonical_path(p) for p in ("notes.txt", "/notes.txt", "notes//./a.md/", "", "/", "a/../b")] == [
+        "/notes.txt", "/notes.txt", "/notes/a.md", "/", "/", "/a/../b"]
+
+
+async def test_a_file_written_without_leading_slash_is_read_with_it(store: SQLStore) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    await store.write_file(thread.id, "notes.txt", b"jotted")
+    assert await store.read_file(thread.id, "/notes.txt") == b"jotted"
+
+
+async def test_a_file_written_with_leading_slash_is_read_without_it(store: SQLStore) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    await store.write_file(thread.id, "/notes.txt", b"jotted")
+    assert await store.read_file(thread.id, "notes.txt") == b"jotted"
+
+
+async def test_a_path_is_stored_and_listed_canonical(store: SQLStore) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    record = await store.write_file(thread.id, "notes//./a.md", b"x")
+    assert record.path == "/notes/a.md"
+    assert [f.path for f in await store.list_files(thread.id, "notes/")] == ["/notes/a.md"]
+
+
+async def test_both_spellings_write_one_file(store: SQLStore) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    await store.write_file(thread.id, "a.txt", b"one")
+    await store.write_file(thread.id, "/a.txt", b"two")
+    assert [(f.path, f.size) for f in await store.list_files(thread.id)] == [("/a.txt", 3)]
+    assert await store.read_file(thread.id, "a.txt") == b"two"
+
+
+async def test_an_old_row_without_leading_slash_stays_readable(store: SQLStore, backend: Backend) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    await _old_row(backend, thread.id, "notes.txt", b"old words")
+    stat = await store.stat_file(thread.id, "/notes.txt")
+    chunk = await store.read_file_chunk(thread.id, "/notes.txt", 4, 5)
+    assert await store.read_file(thread.id, "/notes.txt") == await store.read_file(thread.id, "notes.txt") == b"old words"
+    assert stat is not None and stat.path == "/notes.txt"
+    assert chunk is not None and chunk.data == b"words"
+    assert [f.path for f in await store.list_files(thread.id)] == ["/notes.txt"]
+
+
+async def test_an_old_row_with_leading_slash_stays_readable(store: SQLStore, backend: Backend) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    await _old_row(backend, thread.id, "/notes.txt", b"old words")
+    assert await store.read_file(thread.id, "notes.txt") == b"old words"
+
+
+async def test_writing_over_an_old_row_moves_it_to_the_canonical_path(store: SQLStore, backend: Backend) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    await _old_row(backend, thread.id, "notes.txt", b"old", created_at=7)
+    await store.write_file(thread.id, "notes.txt", b"new")
+    rows = await backend.fetch(f"SELECT path, content, created_at FROM thread_files WHERE thread_id = {backend.param(1)}",
+                               thread.id)
+    assert [(path, bytes(content), created) for path, content, created in rows] == [("/notes.txt", b"new", 7)]
+
+
+async def test_old_rows_under_both_spellings_are_one_file(store: SQLStore, backend: Backend) -> None:
+    thread = await store.create_thread(ThreadRecord(agent="helper"))
+    await _old_row(backend, thread.id, "a.txt", b"bare")
+    await _old_row(backend, thread.id, "/a.txt", b"slashed")
+    listed = await store.list_files(thread.id)
+    found = await store.find_files(thread.id, "*.txt")
+    assert [f.path for f in listed] == found.paths == ["/a.txt"]
+    assert await store.read_file(thread.id, "a.txt") == b"slashed"
+    assert await store.delete_file(thread.id, "a.txt")
+    assert await store.list_files(thread.id) == []
 
 
 async def test_find_by_glob(store: SQLStore) -> None:
@@ -212,6 +292,15 @@ async def test_rest_file_surface_bad_input(client: httpx.AsyncClient, actors: An
     r = await client.get(f"{API}/threads/{tid}/files{suffix}", params=params, headers=auth)
     assert r.status_code == status
     assert r.json()["error"]["message"]
+
+
+async def test_rest_reads_a_file_a_tool_wrote_without_leading_slash(client: httpx.AsyncClient, actors: Any,
+                                                                   runtime: Runtime) -> None:
+    auth = actors.auth("alice")
+    tid = (await client.post(f"{API}/threads", json={"agent": "helper"}, headers=auth)).json()["id"]
+    await (await runtime.state(tid)).write_file("notes.txt", "from a tool", mime_type="text/plain")
+    read = await client.get(f"{API}/threads/{tid}/files/notes.txt", headers=auth)
+    assert (read.status_code, read.content) == (200, b"from a tool")
 
 
 async def test_rest_file_search_of_another_user_is_403(client: httpx.AsyncClient, actors: Any) -> None:

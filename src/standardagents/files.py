@@ -1,9 +1,10 @@
 """The thread file surface beyond read and write: stat, readdir, find, grep and chunked reads.
 
 A thread's files live in the store keyed by path; directories are implied by the ``/`` in
-those paths (``/notes/a.md`` makes ``/notes`` a directory). Paths are compared with one
-leading ``/`` whether or not they were written with it, so ``notes/a.md`` and ``/notes/a.md``
-are in the same directory. Results keep each file's path as it was written.
+those paths (``/notes/a.md`` makes ``/notes`` a directory). Every path goes through
+:func:`canonical_path` (one leading ``/``, no empty or ``.`` segments) before it is stored or
+looked up, so ``notes/a.md`` and ``/notes/a.md`` name the same file; rows stored under another
+spelling by older versions are still found (:func:`path_spellings`).
 
 These types are plain data with ``to_dict`` giving the wire shape (the spec's camelCase).
 """
@@ -26,13 +27,24 @@ __all__ = [
     "check_regex",
     "compile_glob",
     "glob_prefix",
+    "path_spellings",
 ]
 
 
 def canonical_path(path: str) -> str:
-    """``path`` with exactly one leading ``/`` and no trailing one (``/`` for the root)."""
-    stripped = path.strip("/")
-    return "/" + stripped if stripped else "/"
+    """The one spelling of a thread file's path: a leading ``/``, no trailing one, no empty or
+    ``.`` segments (``notes//./a.md`` is ``/notes/a.md``; ``/`` is the root). ``..`` is kept
+    as it is (a thread's files are rows, not a file system: nothing to climb out of); the HTTP
+    routes refuse it."""
+    segments = [part for part in path.split("/") if part not in ("", ".")]
+    return "/" + "/".join(segments)
+
+
+def path_spellings(path: str) -> tuple[str, ...]:
+    """The stored paths a lookup of ``path`` matches, the canonical one first: older versions
+    stored a path as it was written, with or without its leading ``/``."""
+    canon = canonical_path(path)
+    return tuple(dict.fromkeys((canon, canon.lstrip("/"), path)))
 
 
 @dataclass(slots=True)

@@ -522,10 +522,14 @@ async def cancel_effect(request: Request) -> Response:
 
 # files and logs ------------------------------------------------------------------------------
 def _file_path(request: Request) -> str:
+    """The request's file path, canonical (as the store keeps it); 422 for an empty path or
+    one with empty, ``.`` or ``..`` segments."""
+    from ..files import canonical_path
+
     path = request.path_params["path"].strip("/")
     if not path or any(part in ("", ".", "..") for part in path.split("/")):
         raise ApiError(422, f"invalid file path {request.path_params['path']!r}")
-    return "/" + path
+    return canonical_path(path)
 
 
 async def list_files(request: Request) -> Response:

@@ -4,16 +4,21 @@ Functions of a synchronous ``Connection`` like :mod:`.ops`, so both backends run
 statements. None of them loads every file at once: listings read only the metadata columns
 (never ``content``), and grep and chunked reads take the content a slice at a time with
 ``substr`` on the database side, so a large file never comes back whole.
+
+Paths are stored canonical (:func:`~standardagents.files.canonical_path`); a lookup also finds
+a row an older version stored under another spelling (:func:`file_row`), a write moves such a
+row to the canonical path (:func:`adopt_spelling`), and listings give every file once, under
+its canonical path.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, case, delete, func, or_, select, update
 
 from ..files import (
     DirEntry,
@@ -26,10 +31,23 @@ from ..files import (
     canonical_path,
     compile_glob,
     glob_prefix,
+    path_spellings,
 )
 from .schema import thread_files
 
-__all__ = ["GREP_CHUNK", "find_files", "grep_files", "read_file_chunk", "readdir", "stat_path"]
+__all__ = [
+    "GREP_CHUNK",
+    "adopt_spelling",
+    "delete_spellings",
+    "file_row",
+    "find_files",
+    "grep_files",
+    "one_row_per_file",
+    "prefix_clause",
+    "read_file_chunk",
+    "readdir",
+    "stat_path",
+]
 
 #: bytes of a file grep reads per query
 GREP_CHUNK = 1 << 20
@@ -49,30 +67,87 @@ def _under(directory: str) -> ColumnElement[bool] | None:
                thread_files.c.path.startswith(inner, autoescape=True))
 
 
+def file_row(conn: Connection, thread_id: str, path: str, *columns: Any) -> Any | None:
+    """``columns`` of the file at ``path``: its canonical row, else a row stored under another
+    spelling of the same path; ``None`` when there is neither."""
+    spellings = path_spellings(path)
+    stmt = select(*columns).where(thread_files.c.thread_id == thread_id, thread_files.c.path.in_(spellings))
+    if len(spellings) > 1:
+        stmt = stmt.order_by(case((thread_files.c.path == spellings[0], 0), else_=1))
+    return conn.execute(stmt.limit(1)).first()
+
+
+def adopt_spelling(conn: Connection, thread_id: str, path: str) -> None:
+    """Before a write to canonical ``path``: a row stored under another spelling of it becomes
+    the canonical row (keeping its creation time), or goes when a canonical row exists, so the
+    file is never stored twice."""
+    others = [spelling for spelling in path_spellings(path) if spelling != path]
+    key = and_(thread_files.c.thread_id == thread_id, thread_files.c.path.in_(others))
+    stored = [row[0] for row in conn.execute(select(thread_files.c.path).where(key))]
+    if not stored:
+        return
+    canonical = conn.execute(select(thread_files.c.path).where(thread_files.c.thread_id == thread_id,
+                                                              thread_files.c.path == path)).first()
+    if canonical is None:
+        conn.execute(update(thread_files).where(thread_files.c.thread_id == thread_id,
+                                                thread_files.c.path == stored[0]).values(path=path))
+        stored = stored[1:]
+    if stored:
+        conn.execute(delete(thread_files).where(thread_files.c.thread_id == thread_id,
+                                                thread_files.c.path.in_(stored)))
+
+
+def delete_spellings(conn: Connection, thread_id: str, path: str) -> bool:
+    """Delete the file at ``path`` under every spelling it is stored with; whether there was one."""
+    result = conn.execute(delete(thread_files).where(thread_files.c.thread_id == thread_id,
+                                                     thread_files.c.path.in_(path_spellings(path))))
+    return result.rowcount > 0
+
+
+def prefix_clause(prefix: str) -> ColumnElement[bool] | None:
+    """Rows whose canonical path starts with the literal ``prefix`` (given with or without its
+    leading ``/``), old rows stored without the ``/`` included; ``None``: no condition."""
+    if not prefix:
+        return None
+    bare = prefix.lstrip("/")
+    if not bare:
+        return None
+    return or_(thread_files.c.path.startswith("/" + bare, autoescape=True),
+               thread_files.c.path.startswith(bare, autoescape=True))
+
+
+def one_row_per_file(rows: Iterable[Any], index: int = 0) -> list[Any]:
+    """``rows`` with one row per canonical path (the canonical row where an old spelling is
+    stored too), ordered by canonical path (by code point, the same on every backend)."""
+    chosen: dict[str, Any] = {}
+    for row in rows:
+        canon = canonical_path(row[index])
+        if canon not in chosen or row[index] == canon:
+            chosen[canon] = row
+    return [chosen[canon] for canon in sorted(chosen)]
+
+
 def _meta_rows(conn: Connection, thread_id: str, directory: str) -> Iterator[Any]:
     stmt = select(*_META).where(thread_files.c.thread_id == thread_id)
     clause = _under(directory)
     if clause is not None:
         stmt = stmt.where(clause)
-    yield from conn.execute(stmt.order_by(thread_files.c.path))
+    yield from one_row_per_file(conn.execute(stmt))
 
 
 def _stats(row: Any) -> FileStats:
-    return FileStats(path=row[0], is_directory=False, size=row[1], mime_type=row[2],
+    return FileStats(path=canonical_path(row[0]), is_directory=False, size=row[1], mime_type=row[2],
                      metadata=dict(row[3] or {}), created_at=row[4], updated_at=row[5])
 
 
 def stat_path(conn: Connection, thread_id: str, path: str) -> FileStats | None:
-    """A file (the exact path, else its other spelling), or a directory with files under it."""
+    """A file (under any stored spelling of ``path``), or a directory with files under it."""
     canon = canonical_path(path)
     if canon == "/":
         return FileStats(path="/", is_directory=True)
-    spellings = [path, canon, canon.lstrip("/")]
-    for spelling in dict.fromkeys(spellings):
-        row = conn.execute(select(*_META).where(and_(thread_files.c.thread_id == thread_id,
-                                                     thread_files.c.path == spelling))).first()
-        if row is not None:
-            return _stats(row)
+    row = file_row(conn, thread_id, path, *_META)
+    if row is not None:
+        return _stats(row)
     clause = _under(canon)
     assert clause is not None
     row = conn.execute(select(func.count(), func.min(thread_files.c.created_at),
@@ -102,7 +177,7 @@ def readdir(conn: Connection, thread_id: str, path: str) -> ReaddirResult | None
             elif (entry.updated_at or 0) < row[5]:
                 entry.updated_at = row[5]
         else:
-            files.append(DirEntry(name=name, path=row[0], is_directory=False, size=row[1],
+            files.append(DirEntry(name=name, path=canonical_path(row[0]), is_directory=False, size=row[1],
                                   mime_type=row[2], updated_at=row[5]))
     if not dirs and not files and directory != "/":
         return None
@@ -178,18 +253,16 @@ def grep_files(conn: Connection, thread_id: str, pattern: str, ignore_case: bool
                 if len(matches) >= max_matches:
                     return GrepResult(pattern=pattern, matches=matches, files_searched=searched,
                                       truncated=True)
-                matches.append(GrepMatch(path=path, line=number, text=text[:MAX_LINE_CHARS]))
+                matches.append(GrepMatch(path=canonical_path(path), line=number, text=text[:MAX_LINE_CHARS]))
     return GrepResult(pattern=pattern, matches=matches, files_searched=searched)
 
 
 def read_file_chunk(conn: Connection, thread_id: str, path: str, offset: int,
                     length: int) -> FileChunk | None:
     """``length`` bytes of a file from ``offset`` (fewer at its end); ``None`` when no file."""
-    row = conn.execute(select(thread_files.c.size,
-                              func.substr(thread_files.c.content, offset + 1, length))
-                       .where(and_(thread_files.c.thread_id == thread_id,
-                                   thread_files.c.path == path))).first()
+    row = file_row(conn, thread_id, path, thread_files.c.size,
+                   func.substr(thread_files.c.content, offset + 1, length))
     if row is None:
         return None
     data = bytes(row[1]) if row[1] is not None and offset < row[0] else b""
-    return FileChunk(path=path, offset=offset, data=data, size=row[0])
+    return FileChunk(path=canonical_path(path), offset=offset, data=data, size=row[0])
