@@ -13,27 +13,34 @@ with a back-channel (a 2025 session, stdio) the question is an ``elicitation/cre
 request; on the 2026-07-28 single-exchange HTTP protocol it is an ``InputRequiredResult``
 whose answers come with the client's retry of the call (any worker can take the retry: the
 state it echoes names only the thread and execution, and the caller must own the thread).
+
+Over HTTP a session (the 2025 handshake) belongs to the caller who opened it: the same id from
+anyone else is an unknown session (404). A browser's request from a foreign ``Origin`` is
+refused (403) unless that origin is allowed (DNS rebinding): see :func:`origin_allowed`.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
 import json
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 import anyio
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from ...files import canonical_path
 from ...store.base import UserRecord
 from ..auth import authenticate, can_access_thread
 from ..errors import ApiError, error_response
@@ -52,7 +59,8 @@ if TYPE_CHECKING:
     from ...engine.runtime import Runtime
     from ..state import ServerState
 
-__all__ = ["MCP_PATH", "build_mcp_server", "mcp_routes", "mcp_running", "serve_stdio"]
+__all__ = ["ALLOWED_ORIGINS_ENV", "MCP_PATH", "allowed_origins", "build_mcp_server", "mcp_routes", "mcp_running",
+           "origin_allowed", "serve_stdio"]
 
 #: protocol versions without server-to-client requests (questions travel in InputRequiredResult)
 _MODERN = ("2026-07-28",)
@@ -62,6 +70,8 @@ _CALLER_KEY = "standardagents_caller"
 _URI = re.compile(r"^thread://(?P<thread>[^/]+)/files/(?P<path>.+)$")
 #: how many of the caller's newest threads ``resources/list`` walks
 _RESOURCE_THREADS = 50
+#: browser origins allowed to call ``/mcp`` besides loopback ones (comma-separated; ``*``: any)
+ALLOWED_ORIGINS_ENV = "STANDARDAGENTS_MCP_ALLOWED_ORIGINS"
 
 CallerOf = Callable[[ServerRequestContext[Any, Any]], Awaitable[UserRecord]]
 
@@ -105,7 +115,22 @@ def _approval_text(thread_id: str, approvals: list[dict[str, Any]]) -> str:
 
 def file_uri(thread_id: str, path: str) -> str:
     """The resource URI of a thread's file."""
-    return f"thread://{thread_id}/files/{quote(path.lstrip('/'))}"
+    return f"thread://{thread_id}/files/{quote(canonical_path(path).lstrip('/'))}"
+
+
+def _not_found(uri: str, why: str) -> Exception:
+    """The spec's resource-not-found error: invalid params, with the URI in ``data``."""
+    from mcp import MCPError
+
+    return MCPError(types.INVALID_PARAMS, f"Resource not found: {why}", data={"uri": uri})
+
+
+def _explicit_null(params: types.CallToolRequestParams) -> str | None:
+    """The name of a retry field sent as ``null`` (neither is nullable: absent or an object/string)."""
+    for field, wire in (("input_responses", "inputResponses"), ("request_state", "requestState")):
+        if field in params.model_fields_set and getattr(params, field) is None:
+            return wire
+    return None
 
 
 async def _output_schema(rt: Runtime, agent_name: str) -> tuple[dict[str, Any], bool] | None:
@@ -146,7 +171,15 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+        from mcp import MCPError
+
         caller = await caller_of(ctx)
+        # the tool's name first (a protocol error, as the spec has it), then the request's shape
+        if params.name not in {name for name, _ in await primary_agents(rt)}:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        if (null := _explicit_null(params)) is not None:
+            raise MCPError(types.INVALID_PARAMS, f"{null} must be left out or be an "
+                                                 f"{'object' if null == 'inputResponses' else 'string'}, not null")
         if params.request_state is not None:
             return await _answered(ctx, caller, params)
         args = params.arguments or {}
@@ -297,7 +330,9 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
     async def list_resources(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         caller = await caller_of(ctx)
-        threads = await rt.store.list_threads(user_id=None if caller.is_admin else caller.id, limit=_RESOURCE_THREADS)
+        # top-level threads only: what a subagent attached to its answer is a file of its parent
+        threads = await rt.store.list_threads(user_id=None if caller.is_admin else caller.id, top_level=True,
+                                              limit=_RESOURCE_THREADS)
         resources: list[types.Resource] = []
         for thread in threads:
             for record in await rt.store.list_files(thread.id, ""):
@@ -315,22 +350,20 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
 
     async def read_resource(ctx: ServerRequestContext[Any, Any],
                             params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        from mcp import MCPError
-
         caller = await caller_of(ctx)
         uri = str(params.uri)
         match = _URI.match(uri)
         if match is None:
-            raise MCPError(types.INVALID_PARAMS, f"not a thread file URI: {uri!r} (thread://ID/files/PATH)")
+            raise _not_found(uri, f"not a thread file URI: {uri!r} (thread://ID/files/PATH)")
         thread = await rt.store.get_thread(match["thread"])
-        if thread is None or not can_access_thread(caller, thread):
-            # the same answer for a missing and a foreign thread: ids are not disclosed
-            raise MCPError(types.INVALID_PARAMS, f"unknown thread {match['thread']!r}")
-        path = "/" + unquote(match["path"]).strip("/")
+        if thread is None or thread.parent_id is not None or not can_access_thread(caller, thread):
+            # the same answer for a missing, a foreign and a subagent's thread: ids are not disclosed
+            raise _not_found(uri, f"unknown thread {match['thread']!r}")
+        path = canonical_path(unquote(match["path"]))
         record = await rt.store.stat_file(thread.id, path)
         data = await rt.store.read_file(thread.id, path) if record is not None else None
         if record is None or data is None:
-            raise MCPError(types.INVALID_PARAMS, f"thread {thread.id!r} has no file {path!r}")
+            raise _not_found(uri, f"thread {thread.id!r} has no file {path!r}")
         mime = record.mime_type or "application/octet-stream"
         try:
             text = data.decode("utf-8") if mime.startswith("text/") or mime.endswith("json") else None
@@ -343,7 +376,9 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
             contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(data).decode())
         return types.ReadResourceResult(contents=[contents])
 
-    return Server(name, on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+    from ... import __version__
+
+    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
                   on_list_resource_templates=list_templates, on_read_resource=read_resource,
                   instructions="Each tool is an agent: send it a message; pass the returned thread id "
                                "as 'thread' to continue the same conversation.")
@@ -372,6 +407,70 @@ def _can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 # streamable HTTP on the server ----------------------------------------------------------------
+_LOOPBACK_NAMES = ("localhost", "localhost.")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_key(origin: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` of an origin (lower-cased, the scheme's default port made
+    explicit); None for one that is not ``scheme://host[:port]``."""
+    try:
+        parts = urlsplit(origin.strip().rstrip("/").lower())
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.hostname or parts.path or parts.query or parts.fragment:
+        return None
+    return parts.scheme, parts.hostname, port if port is not None else _DEFAULT_PORTS.get(parts.scheme)
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_origins(raw: str | None) -> frozenset[str]:
+    """The allow-list of :data:`ALLOWED_ORIGINS_ENV`: comma-separated origins, ``*`` for any."""
+    return frozenset(part.strip() for part in (raw or "").split(",") if part.strip())
+
+
+def origin_allowed(origin: str | None, allowed: frozenset[str], local_address: str | None) -> bool:
+    """Whether a request with this ``Origin`` header may reach the MCP door.
+
+    No ``Origin`` (a client that is not a browser): yes. An origin on the allow-list (``*``
+    allows every origin): yes. A loopback origin (``http://localhost:5173``, ``127.0.0.1``,
+    ``[::1]``) when the request came in on a loopback address (``local_address``, the
+    server's end of the connection): yes. Anything else is a web page the server does not
+    know, possibly a DNS-rebinding attack (its Host header then agrees with its Origin, so
+    neither says anything): no."""
+    if origin is None:
+        return True
+    if "*" in allowed:
+        return True
+    key = _origin_key(origin)
+    if key is None:
+        return False
+    if any(_origin_key(entry) == key for entry in allowed):
+        return True
+    return _is_loopback(key[1]) and local_address is not None and _is_loopback(local_address)
+
+
+def _trimmed_headers(scope: Scope) -> list[tuple[bytes, bytes]]:
+    """The request's headers with the optional whitespace around each value removed (RFC 9110
+    5.5: it is not part of the value), so ``Mcp-Name:  add `` reads ``add``."""
+    return [(name, value.strip(b" \t")) for name, value in scope.get("headers", [])]
+
+
+def _jsonrpc_refusal(status: int, message: str) -> Response:
+    """A refusal before any MCP message was read: a JSON-RPC error without an id."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": message}}
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
 async def _http_caller(ctx: ServerRequestContext[Any, Any]) -> UserRecord:
     request = ctx.request
     caller = getattr(getattr(request, "state", None), _CALLER_KEY, None)
@@ -381,18 +480,33 @@ async def _http_caller(ctx: ServerRequestContext[Any, Any]) -> UserRecord:
 
 
 class _McpEndpoint:
-    """``/mcp``: checks the bearer token (401 as the REST API) and hands the request to the
-    server's MCP session manager with the verified caller attached."""
+    """``/mcp``: refuses a foreign browser origin (403), checks the bearer token (401 as the
+    REST API) and hands the request to the server's MCP session manager with the verified
+    caller attached, as the session's owner too (a session is served only to its opener)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
+        scope = {**scope, "headers": _trimmed_headers(scope)}
         request = Request(scope, receive)
+        extra = request.app.state.server.extra
+        origin = request.headers.get("origin")
+        local = scope.get("server")
+        if not origin_allowed(origin, extra.get("mcp_origins", frozenset()), local[0] if local else None):
+            await _jsonrpc_refusal(403, f"requests from origin {origin!r} are not allowed here "
+                                        f"(allow it with {ALLOWED_ORIGINS_ENV})")(scope, receive, send)
+            return
         try:
             caller = await authenticate(request)
         except ApiError as exc:
             await error_response(exc.status_code, exc.message, exc.code, headers=dict(exc.headers or {}))(scope, receive, send)
             return
         scope.setdefault("state", {})[_CALLER_KEY] = caller
-        manager = request.app.state.server.extra.get("mcp_manager")
+        # the session manager binds a new session to this principal and answers 404 (an
+        # unknown session) to anyone else presenting its id
+        scope["user"] = AuthenticatedUser(AccessToken(token="", client_id=caller.id, subject=caller.id, scopes=[]))
+        manager = extra.get("mcp_manager")
         if manager is None:
             await error_response(503, "the MCP door is not running")(scope, receive, send)
             return
@@ -427,10 +541,12 @@ async def mcp_running(server: ServerState) -> AsyncIterator[None]:
                                            max_request_body_size=server.max_body, stateless=_several_workers())
     async with manager.run():
         server.extra["mcp_manager"] = manager
+        server.extra["mcp_origins"] = allowed_origins(os.environ.get(ALLOWED_ORIGINS_ENV))
         try:
             yield
         finally:
             server.extra.pop("mcp_manager", None)
+            server.extra.pop("mcp_origins", None)
 
 
 # stdio ----------------------------------------------------------------------------------------
