@@ -111,6 +111,8 @@ class Runtime:
         #: own (a heartbeat that found none taken over); a turn about to start a tool after a
         #: stall longer than that asks the store first
         self._owned_at = 0.0
+        #: executions whose message waits in a busy thread's inbox, by id (cancellable)
+        self._queued_tasks: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._heartbeat_task: asyncio.Task[None] | None = None
         #: tools queued on an idle thread, run first by the execution with that id
         self._queued_first: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -457,6 +459,13 @@ class Runtime:
         Another process is asked through the event bus (carried between workers by the
         PostgreSQL relay) and this waits up to ``timeout`` seconds for its ``done``."""
         return await turns.stop(self, thread_id, timeout=timeout, rollback=rollback)
+
+    async def cancel(self, execution_id: str, *, timeout: float = 10.0) -> bool:  # noqa: ASYNC109 - a bounded wait
+        """Cancel one execution by its id, here or in another process sharing the store: a
+        queued one leaves its thread's inbox with one ``done`` (``cancelled``), a running one
+        is stopped (never another turn of the same thread), a waiting one is marked cancelled.
+        True when it was cancelled; False when it is over or unknown."""
+        return await turns.cancel(self, execution_id, timeout=timeout)
 
     def on_bus_event(self, event: Any) -> None:
         """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a

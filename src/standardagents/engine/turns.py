@@ -34,7 +34,7 @@ from .tools import unanswered_calls
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["BUS_EVENT_TYPES", "ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "track"]
+__all__ = ["BUS_EVENT_TYPES", "cancel", "ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "track"]
 
 log = logging.getLogger("standardagents.runtime")
 
@@ -110,8 +110,18 @@ async def start(rt: Runtime, thread_id: str, content: str | None = None, *, role
             rt.bus.emit("message_queued", thread.id, {"executionId": execution_id, "messageId": message.id})
             if policy in ("interrupt", "rollback"):
                 await busy_policy.preempt(rt, thread.id, rollback=policy == "rollback")
-    return track(rt, execute(rt, thread, agent, message, start_side, execution_id, queued=queued,
-                                     claimed=claimed, options=options), thread.id)
+    task = track(rt, execute(rt, thread, agent, message, start_side, execution_id, queued=queued,
+                             claimed=claimed, options=options), thread.id)
+    if queued and execution_id is not None:
+        # cancellable by its id while it waits (see cancel)
+        queued_id = execution_id
+        rt._queued_tasks[queued_id] = task
+
+        def forget(_task: asyncio.Task[ExecutionResult]) -> None:
+            rt._queued_tasks.pop(queued_id, None)
+
+        task.add_done_callback(forget)
+    return task
 
 
 def track(rt: Runtime, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
@@ -343,11 +353,88 @@ def on_bus_event(rt: Runtime, event: Any) -> None:
         recovering.add_done_callback(rt._background.discard)
         return
     if event.type == "stop_requested" and event.data.get("owner") == rt.owner:
+        wanted = event.data.get("executionId")
+        if wanted is not None:  # one execution, not whatever the thread runs
+            running = _running_task(rt, wanted)
+            queued = rt._queued_tasks.get(wanted)
+            for task in (running, queued):
+                if task is not None:
+                    task.cancel()
+            return
         if event.data.get("rollback"):
             busy_policy.mark_rollback(rt, event.thread_id)
         task = rt._running.get(event.thread_id)
         if task is not None:
             task.cancel()
+
+
+def _running_task(rt: Runtime, execution_id: str) -> asyncio.Task[ExecutionResult] | None:
+    """The task running execution ``execution_id`` in this process (None: not here)."""
+    for thread_id, execution in rt._executions.items():
+        if execution.record.id == execution_id:
+            return rt._running.get(thread_id)
+    return None
+
+
+async def cancel(rt: Runtime, execution_id: str, *, timeout: float = 10.0) -> bool:  # noqa: ASYNC109 - a bounded wait
+    """Cancel one execution by its id, wherever it is; True when it was cancelled.
+
+    A queued one (its message waits in the thread's inbox, here or in another process) is
+    removed from the inbox and ends with one ``done`` (``cancelled``), its message never
+    stored; a running one is stopped only if it is that execution (another turn of the same
+    thread is left alone), here or through the bus in the process running it (this waits up
+    to ``timeout`` seconds for it to end); one waiting for an approval or client results is
+    marked cancelled. False when it is over or unknown."""
+    running = _running_task(rt, execution_id)
+    if running is not None:
+        running.cancel()
+        await ended({running})
+        return True
+    waiting_here = rt._queued_tasks.get(execution_id)
+    if waiting_here is not None:
+        # not running (checked above, with no await since): it ends before writing anything
+        waiting_here.cancel()
+        await ended({waiting_here})
+    for thread_id, message_id, entry in await rt.store.list_scope("inbox"):
+        if not (isinstance(entry, dict) and entry.get("executionId") == execution_id):
+            continue
+        if not await rt.store.delete_env("inbox", thread_id, message_id):
+            break  # taken by its turn (or another canceller) meanwhile: look at the record
+        if entry.get("owner") not in (None, rt.owner):  # its sender's process stops waiting for it
+            rt.bus.emit("stop_requested", thread_id, {"owner": entry["owner"], "executionId": execution_id})
+        ended_record = ExecutionRecord(thread_id=thread_id, id=execution_id, status="cancelled",
+                                       stop_reason="cancelled", state={"outcome": "cancelled"})
+        await rt.store.save_execution(ended_record)
+        await publish_done(rt, ended_record, {"stopReason": "cancelled", "executionId": execution_id,
+                                        "outcome": "cancelled", "error": None, "stoppedBy": None})
+        return True
+    record = await rt.store.get_execution(execution_id)
+    if record is None:
+        return False
+    if record.status == "waiting":
+        seen = record.updated_at
+        record.status = record.stop_reason = "cancelled"
+        record.updated_at = max(now_ms(), seen + 1)
+        if await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen):
+            if record.state.get("waitingFor") == client_tools_mod.WAITING_FOR:
+                await client_tools_mod.forget_calls(rt, record)
+            return True
+        return await cancel(rt, execution_id, timeout=timeout)  # resumed meanwhile
+    if record.status != "running":
+        return False
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    with rt.bus.subscribe(record.thread_id) as sub:
+        rt.bus.emit("stop_requested", record.thread_id,
+                    {"owner": record.state.get("owner"), "executionId": execution_id})
+        # the thread's events (its done) wake this up, a slow poll covers their absence
+        while (left := deadline - loop.time()) > 0:
+            current = await rt.store.get_execution(execution_id)
+            if current is None or current.status != "running":
+                return True
+            with contextlib.suppress(TimeoutError):
+                await sub.get(timeout=min(left, 0.25))
+    return False
 
 
 async def _recover_soon(rt: Runtime) -> None:

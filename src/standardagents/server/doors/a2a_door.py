@@ -146,8 +146,8 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
                                                     updater.new_agent_message([new_text_part(note)]))
                 result = await task
             except BaseException:
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(rt.stop(thread_id))
+                with contextlib.suppress(BaseException):  # this task's turn, not another client's
+                    await asyncio.shield(rt.cancel(execution_id))
                 raise
             if result.outcome == "approval_required":
                 pending = await rt.pending_approvals(thread_id)

@@ -299,20 +299,10 @@ class StoreTaskStore(VersionedTaskStore):
 
 
 async def end_execution(rt: Runtime, execution_id: str) -> None:
-    """End a cancelled task's execution: a running one is stopped (through the bus when
-    another process runs it); one waiting for approval is marked cancelled (compare-and-set,
-    so a decision made meanwhile wins), its waiting calls lapsing as when the conversation
-    moves on."""
-    record = await rt.store.get_execution(execution_id)
-    if record is None:
-        return
-    if record.status == "running":
-        await rt.stop(record.thread_id)
-    elif record.status == "waiting":
-        seen = record.updated_at
-        record.status = record.stop_reason = "cancelled"
-        record.updated_at = max(now_ms(), seen + 1)
-        await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen)
+    """End a cancelled task's execution, and only it: a queued one leaves its thread's inbox
+    (it never runs), a running one is stopped (through the bus when another process runs it),
+    one waiting for approval is marked cancelled (a decision made meanwhile wins)."""
+    await rt.cancel(execution_id)
 
 
 def _encode(event: Any) -> dict[str, Any]:

@@ -325,8 +325,8 @@ async def run_agent(request: Request) -> Response:
                 yield _sse(out)
         finally:
             if not ended:
-                # the client went away mid-run: the run stops with it
-                stopper = asyncio.ensure_future(rt.stop(thread.id))
+                # the client went away mid-run: its run stops with it (not another client's)
+                stopper = asyncio.ensure_future(rt.cancel(turn.execution_id))
                 _keep(request, stopper)
 
     return sse_response(frames(), headers={"X-Thread-Id": thread.id}, on_close=turn.sub.close)

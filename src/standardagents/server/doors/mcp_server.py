@@ -241,9 +241,9 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
                 sub, task = resumed
                 result = await _follow(ctx, sub, task, thread.id, execution_id, step)
         except BaseException:
-            # the client cancelled (or went away): the turn stops with it
+            # the client cancelled (or went away): its turn stops with it (not another client's)
             with anyio.CancelScope(shield=True):
-                await rt.stop(thread.id)
+                await rt.cancel(execution_id)
             raise
         structured: dict[str, Any] = {"thread": thread.id, "execution": execution_id,
                                       "status": result.stop_reason, "outcome": result.outcome}
