@@ -198,8 +198,7 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         record.state[OPTIONS_KEY] = options.state  # kept for a resume after a crash
     if execution_id:
         record.id = execution_id
-    ex = ExecutionState(id=record.id, side=start_side, queued_tools=rt._queued_first.pop(record.id, []),
-                        fence=Fence(record.id, record.epoch))
+    ex = ExecutionState(id=record.id, side=start_side, queued_tools=rt._queued_first.pop(record.id, []))
     state = ThreadState(rt, thread, agent, thread.package, ex)
     execution = Execution(rt, state, agent, record)
     if options is not None:
@@ -231,6 +230,8 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
                 await rt.store.delete_env("inbox", thread.id, message.id)
         else:
             await rt.store.save_execution(record)
+        # stored now: from here on each write of the turn is fenced by its epoch
+        ex.fence = Fence(record.id, record.epoch)
         rt.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
     except asyncio.CancelledError:
         rt._running.pop(thread.id, None)
