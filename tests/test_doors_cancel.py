@@ -99,3 +99,23 @@ async def test_an_ag_ui_client_going_away_stops_its_own_run_not_the_turn_running
         assert await _user_messages(server, thread_id) == ["wait"]
         await first.cancel_task(CancelTaskRequest(id=running_id))
         await running_stream.aclose()
+
+
+async def test_the_rest_api_cancels_a_queued_turn_by_its_id_and_no_other(server: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers, timeout=30) as http:
+        thread_id = (await http.post("/api/threads", json={"agent": "slow"})).json()["id"]
+        async with _client(server, "slow") as first:
+            running_stream = first.send_message(_message("wait", context=thread_id))
+            running_id = await _calling_wait_forever(running_stream)
+            queued = (await http.post(f"/api/threads/{thread_id}/messages", json={"content": "later"})).json()
+            assert queued["queued"] is True
+            answer = await http.post(f"/api/executions/{queued['executionId']}/cancel")
+            assert answer.json() == {"executionId": queued["executionId"], "threadId": thread_id, "cancelled": True}
+            again = await http.post(f"/api/executions/{queued['executionId']}/cancel")
+            assert again.json()["cancelled"] is False
+            unknown = await http.post("/api/executions/exe_unknown/cancel")
+            assert unknown.status_code == 404
+            assert await _statuses(server, thread_id) == {queued["executionId"]: "cancelled", running_id: "running"}
+            assert await _user_messages(server, thread_id) == ["wait"]
+            await first.cancel_task(CancelTaskRequest(id=running_id))
+            await running_stream.aclose()

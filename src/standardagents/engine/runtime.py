@@ -467,6 +467,10 @@ class Runtime:
         True when it was cancelled; False when it is over or unknown."""
         return await turns.cancel(self, execution_id, timeout=timeout)
 
+    async def execution_thread(self, execution_id: str) -> str | None:
+        """The thread an execution belongs to, also while it is queued (None: unknown)."""
+        return await turns.thread_of(self, execution_id)
+
     def on_bus_event(self, event: Any) -> None:
         """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a
         thread this process runs cancels that execution; turns another process handed over

@@ -34,7 +34,7 @@ from .tools import unanswered_calls
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["BUS_EVENT_TYPES", "cancel", "ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "track"]
+__all__ = ["BUS_EVENT_TYPES", "cancel", "ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "thread_of", "track"]
 
 log = logging.getLogger("standardagents.runtime")
 
@@ -374,6 +374,17 @@ def _running_task(rt: Runtime, execution_id: str) -> asyncio.Task[ExecutionResul
     for thread_id, execution in rt._executions.items():
         if execution.record.id == execution_id:
             return rt._running.get(thread_id)
+    return None
+
+
+async def thread_of(rt: Runtime, execution_id: str) -> str | None:
+    """The thread of an execution: stored, or still queued in a thread's inbox (None: unknown)."""
+    record = await rt.store.get_execution(execution_id)
+    if record is not None:
+        return record.thread_id
+    for thread_id, _message_id, entry in await rt.store.list_scope("inbox"):
+        if isinstance(entry, dict) and entry.get("executionId") == execution_id:
+            return thread_id
     return None
 
 

@@ -456,6 +456,22 @@ async def stop_thread(request: Request) -> Response:
     return JSONResponse({"threadId": thread.id, "stopped": stopped})
 
 
+async def cancel_execution(request: Request) -> Response:
+    """``POST /api/executions/{id}/cancel``: cancel that turn only (queued, running on any
+    worker, or waiting), never another turn of its thread; ``cancelled`` is false when it had
+    already ended."""
+    caller = await authenticate(request)
+    execution_id = request.path_params["execution_id"]
+    check_text("execution id", execution_id)
+    runtime = server_of(request).runtime
+    thread_id = await runtime.execution_thread(execution_id)
+    if thread_id is None:
+        raise ApiError(404, f"unknown execution {execution_id!r}")
+    thread = await require_thread(request, thread_id, caller)
+    cancelled = await runtime.cancel(execution_id)
+    return JSONResponse({"executionId": execution_id, "threadId": thread.id, "cancelled": cancelled})
+
+
 # approvals -----------------------------------------------------------------------------------
 async def list_approvals(request: Request) -> Response:
     """``GET .../approvals``: the calls waiting for a decision, each with its resume token."""
@@ -678,6 +694,7 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{t}/executions", list_executions, methods=["GET"]),
         Route(f"{t}/subagents", list_subagents, methods=["GET"]),
         Route(f"{p}/executions/{{execution_id}}", get_execution, methods=["GET"]),
+        Route(f"{p}/executions/{{execution_id}}/cancel", cancel_execution, methods=["POST"]),
         Route(f"{p}/executions/{{execution_id}}/steps/{{n:int}}/rerun", rerun_step, methods=["POST"]),
         Route(f"{p}/usage", usage_summary, methods=["GET"]),
         Route(f"{p}/runtime", runtime_view, methods=["GET"]),

@@ -127,6 +127,11 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             "One execution: its steps (model calls with their tool calls), usage, cost, timings and trace id",
             params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}],
             errors=thread_op)},
+        f"{p}/executions/{{execution_id}}/cancel": {"post": _op(
+            "Cancel this execution only: queued (it never runs), running on any worker, or waiting; "
+            "cancelled is false when it had already ended",
+            params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            errors=thread_op)},
         f"{p}/executions/{{execution_id}}/steps/{{n}}/rerun": {"post": _op(
             "Re-run step n (its index in the execution) as a new branch: a new thread, owned by the caller, with "
             "copies of the messages that step was sent, whose next turn runs with the given model and/or system "
