@@ -17,11 +17,14 @@ from typing import Any
 
 import pytest
 
+from engine_helpers import stub_model
 from standardagents import Runtime, define_agent, define_prompt, define_tool
+from standardagents.engine.owners import NAMESPACE
 from standardagents.engine.resume import NOT_RUN_AGAIN
 from standardagents.project import build_registry, load_project
 from standardagents.records import ExecutionRecord, Message, ThreadRecord, ToolCall, now_ms
 from standardagents.store import SQLStore
+from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from store_fixtures import Backend
 
 TOOL = '''
@@ -195,3 +198,51 @@ async def test_two_runtimes_recovering_at_once_resume_a_dead_turn_once(backend: 
     finally:
         await first.aclose()
         await second.aclose()
+
+
+def _exited_pid() -> int:
+    """The pid of a process of this namespace that has exited."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    return dead.pid
+
+
+async def test_a_message_sent_after_a_crash_is_answered_after_the_interrupted_turn(backend: Backend) -> None:
+    """A turn left running by a dead process (its claim already gone) and a new message: the
+    runtime taking the message runs the interrupted turn on first, whatever recovery did yet."""
+    from standardagents.testing.openai_stub import StubReply
+
+    def answer(body: dict[str, Any]) -> StubReply:
+        last = body["messages"][-1]
+        return StubReply(text="answer to the first" if last["role"] == "tool" else f"answer to: {last['content']}")
+
+    @define_tool
+    async def order(item: str) -> str:
+        """Place an order (not safe to repeat)."""
+        return f"ordered {item}"
+
+    with OpenAIStub(answer) as stub:
+        registry = build_registry(define_agent(name="shop", side_a={"prompt": "p", "stop_on_response": True}),
+                                  define_prompt(name="p", prompt="You shop.", tools=["order"]), order,
+                                  stub_model(stub))
+        seed = backend.new_store()
+        await seed.open()
+        thread = await seed.create_thread(ThreadRecord(agent="shop"))
+        await seed.commit_step(messages=[
+            Message(thread_id=thread.id, role="user", content="order tea"),
+            Message(thread_id=thread.id, role="assistant", tool_calls=[ToolCall("call_1", "order", '{"item": "tea"}')])])
+        owner = f"{os.uname().nodename}/{NAMESPACE}:{_exited_pid()}:0-0123456789ab"
+        await seed.save_execution(ExecutionRecord(thread_id=thread.id, id="exe_cut_short", state={"owner": owner}))
+        await seed.close()
+        rt = await Runtime.open(registry, store=backend.new_store(), take_over=False)
+        try:
+            result = await rt.send(thread.id, "and coffee")
+            assert result.text == "answer to: and coffee"
+            messages = [(m.role, m.content) for m in await rt.store.list_messages(thread.id)]
+            assert messages == [("user", "order tea"), ("assistant", None), ("tool", f"Error: {NOT_RUN_AGAIN}"),
+                                ("assistant", "answer to the first"), ("user", "and coffee"),
+                                ("assistant", "answer to: and coffee")]
+            record = await rt.store.get_execution("exe_cut_short")
+            assert record is not None and (record.status, record.epoch) == ("complete", 1)
+        finally:
+            await rt.aclose()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
 from .done import publish_done
 from .hooks import HookSet
+from .loop import ExecutionResult
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .owners import gone
@@ -27,10 +28,9 @@ from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
-    from .loop import ExecutionResult
     from .runtime import Runtime
 
-__all__ = ["NOT_RUN_AGAIN", "resume_orphans"]
+__all__ = ["NOT_RUN_AGAIN", "claim_orphan", "resume_claimed", "resume_orphans"]
 
 log = logging.getLogger("standardagents.resume")
 
@@ -49,16 +49,12 @@ async def resume_orphans(rt: Runtime) -> list[str]:
     mine = {e.record.id for e in rt._executions.values()} | set(rt._resuming)
     resumed: list[str] = []
     for record in await rt.store.list_executions(status="running"):
-        owner = str(record.state.get("owner", ""))
-        if record.id in mine or not gone(rt, owner, fresh=record.updated_at >= stale_before):
+        if record.id in mine:
             continue
-        # a new epoch: the process it is taken from can write nothing more into it
-        claimed = replace(record, state={**record.state, "owner": rt.owner, "resumedFrom": owner},
-                          updated_at=max(now_ms(), record.updated_at + 1), epoch=record.epoch + 1)
-        if not await rt.store.replace_execution(claimed, expected_status="running",
-                                                expected_updated_at=record.updated_at):
-            continue  # another runtime claimed it first
-        rt._resuming[record.id] = claimed.epoch
+        claimed = await claim_orphan(rt, record, stale_before)
+        if claimed is None:
+            continue  # its process lives, or another runtime claimed it first
+        owner = str(record.state.get("owner", ""))
         thread = await rt.store.get_thread(record.thread_id)
         if thread is None or not rt.registry.has("agents", thread.agent, thread.package):
             await _settle(rt, claimed, thread)
@@ -71,25 +67,54 @@ async def resume_orphans(rt: Runtime) -> list[str]:
     return resumed
 
 
+async def claim_orphan(rt: Runtime, record: ExecutionRecord, stale_before: int) -> ExecutionRecord | None:
+    """Take over the running execution ``record`` when its process is gone: the stored record
+    is claimed by compare-and-set with a new epoch (the process it is taken from can write
+    nothing more into it), and noted as being resumed here. None when its process lives or
+    another runtime claimed it first."""
+    owner = str(record.state.get("owner", ""))
+    if not gone(rt, owner, fresh=record.updated_at >= stale_before):
+        return None
+    claimed = replace(record, state={**record.state, "owner": rt.owner, "resumedFrom": owner},
+                      updated_at=max(now_ms(), record.updated_at + 1), epoch=record.epoch + 1)
+    if not await rt.store.replace_execution(claimed, expected_status="running", expected_updated_at=record.updated_at):
+        return None
+    rt._resuming[record.id] = claimed.epoch
+    return claimed
+
+
 async def _resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition,
                   record: ExecutionRecord) -> ExecutionResult:
-    """Under the thread's claim: answer the calls cut short, then run the turn on."""
+    """Under the thread's lock and claim: the turn goes on (:func:`resume_claimed`)."""
     async with rt._lock(thread.id):
         await rt._claim_thread(thread.id)
         try:
-            try:
-                await _answer_cut_short_calls(rt, thread, agent)
-            except Exception:
-                log.exception("could not answer the interrupted calls of execution %s", record.id)
-            side: Literal["a", "b"] = "b" if record.side == "b" else "a"
-            rt._resuming.pop(record.id, None)
-            # the call's own output type and limits, as the record kept them
-            options = TurnOptions.from_state(record.state.get(OPTIONS_KEY))
-            return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options,
-                                            record.epoch)
+            current = await rt.store.get_execution(record.id)
+            if current is None or current.status != "running" or current.epoch != record.epoch:
+                # run on meanwhile by a message queued behind it (see turns.execute), or taken on
+                rt._resuming.pop(record.id, None)
+                return ExecutionResult(thread.id, record.id, "cancelled", "delivered_elsewhere")
+            return await resume_claimed(rt, thread, agent, record)
         finally:
-            rt._resuming.pop(record.id, None)
             await rt._release_thread(thread.id)
+
+
+async def resume_claimed(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition,
+                         record: ExecutionRecord) -> ExecutionResult:
+    """Run on a claimed execution (the caller holds the thread's lock and claim): answer the
+    calls cut short, then take the turn's next step."""
+    try:
+        try:
+            await _answer_cut_short_calls(rt, thread, agent)
+        except Exception:
+            log.exception("could not answer the interrupted calls of execution %s", record.id)
+        side: Literal["a", "b"] = "b" if record.side == "b" else "a"
+        rt._resuming.pop(record.id, None)
+        # the call's own output type and limits, as the record kept them
+        options = TurnOptions.from_state(record.state.get(OPTIONS_KEY))
+        return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options, record.epoch)
+    finally:
+        rt._resuming.pop(record.id, None)
 
 
 async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition) -> None:

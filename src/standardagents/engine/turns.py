@@ -20,6 +20,7 @@ from ..records import ExecutionRecord, Fence, Message, ThreadRecord, new_id, now
 from . import approvals, recovery, threadops
 from . import busy as busy_policy
 from . import client_tools as client_tools_mod
+from . import resume as resuming
 from .client_tools import ClientTools
 from .compaction import place_summaries
 from .done import publish_done
@@ -150,6 +151,12 @@ async def execute(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, mes
         if not claimed:
             await recovery.claim_thread(rt, thread.id)
         try:
+            if message is not None:
+                # a turn of this thread cut short by a crash goes on before this message's turn
+                while (ahead := await _run_interrupted_turns(rt, thread, agent)) is not None:
+                    await recovery.release_thread(rt, thread.id)
+                    await _until_over(rt, ahead)
+                    await recovery.claim_thread(rt, thread.id)
             if queued:
                 # the thread may have changed while the message waited: deleted, or handed
                 # to another agent (the new agent answers)
@@ -168,6 +175,44 @@ async def execute(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, mes
                                               options)
         finally:
             await recovery.release_thread(rt, thread.id)
+
+
+async def _run_interrupted_turns(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition) -> str | None:
+    """Run on (here, now) each turn of the thread that a gone process left running, so a
+    message queued behind it is answered after it. Returns the id of one that is another live
+    runtime's to run (it waits for the thread's claim this caller holds): the caller lets the
+    claim go and claims it again once that turn is over; None when none is left."""
+    stale_before = now_ms() - int(rt.execution_lease * 1000)
+    for _round in range(100):
+        interrupted = [r for r in await rt.store.list_executions(thread_id=thread.id, status="running")
+                       if r.id not in {e.record.id for e in rt._executions.values()}]
+        if not interrupted:
+            return None
+        record = interrupted[0]
+        epoch = rt._resuming.get(record.id)
+        if epoch is None:  # another process's: taken over here if it is gone
+            claimed = await resuming.claim_orphan(rt, record, stale_before)
+            if claimed is None:
+                return record.id
+            record = claimed
+        elif epoch != record.epoch:
+            return record.id
+        log.warning("resuming execution %s of thread %s before the message queued behind it", record.id, thread.id)
+        await resuming.resume_claimed(rt, thread, agent, record)
+    return None
+
+
+async def _until_over(rt: Runtime, execution_id: str) -> None:
+    """Wait (the claim let go) until the execution is no longer running: its thread's events
+    wake this up, a slow poll covers their absence."""
+    record = await rt.store.get_execution(execution_id)
+    if record is None:
+        return
+    with rt.bus.subscribe(record.thread_id) as sub:
+        while record is not None and record.status == "running":
+            with contextlib.suppress(TimeoutError):
+                await sub.get(timeout=0.5)
+            record = await rt.store.get_execution(execution_id)
 
 
 async def _drop_queued(rt: Runtime, thread: ThreadRecord, message: Message | None,
