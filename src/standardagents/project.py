@@ -29,8 +29,10 @@ from .definitions import (
     PromptDefinition,
     ThreadEndpointDefinition,
     ToolDefinition,
+    UserEndpointDefinition,
     define_model,
 )
+from .definitions.user_endpoint import routes_collide
 from .exceptions import DefinitionError, ProjectError
 from .registry import Registry
 
@@ -309,14 +311,23 @@ def _load_endpoints(api: Path, root: Path, registry: Registry, result: LoadResul
             result.problems.append(Problem(rel, _describe_error(exc, file), broken=True))
             continue
         route = str(file.relative_to(api).with_suffix(""))
+        user = definitions_in(module, UserEndpointDefinition)
         thread = definitions_in(module, ThreadEndpointDefinition)
         ctrl = definitions_in(module, ControllerDefinition)
-        if thread:
+        if user:
+            other = next((e for e in registry.all_entries("user_endpoints") if routes_collide(e.name, route)), None)
+            if other is not None:
+                result.problems.append(Problem(rel, f"user endpoint {route!r} has the same route as {other.name!r} "
+                                                    f"(defined in {other.source}): rename or remove one"))
+            else:
+                registry.add("user_endpoints", route, user[0], source=rel)
+        elif thread:
             registry.add("thread_endpoints", route, thread[0], source=rel)
         elif ctrl:
             registry.add("controllers", route, ctrl[0], source=rel)
         else:
-            result.problems.append(Problem(rel, "defines no endpoint (expected define_controller or define_thread_endpoint)"))
+            result.problems.append(Problem(rel, "defines no endpoint (expected define_controller, define_thread_endpoint "
+                                                "or define_user_endpoint)"))
 
 
 def check_references(registry: Registry, namespace: str | None = None) -> list[Problem]:

@@ -21,10 +21,11 @@ from .exceptions import NotFoundError
 __all__ = ["GLOBAL", "KINDS", "Entry", "Registry"]
 
 GLOBAL: str | None = None
-KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints", "controllers", "mcp")
+KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints", "controllers", "mcp",
+         "user_endpoints")
 _SINGULAR = {"agents": "agent", "prompts": "prompt", "tools": "tool", "models": "model", "hooks": "hook",
              "effects": "effect", "thread_endpoints": "thread endpoint", "controllers": "controller",
-             "mcp": "MCP server"}
+             "mcp": "MCP server", "user_endpoints": "user endpoint"}
 
 
 @dataclass(slots=True)

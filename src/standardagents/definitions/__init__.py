@@ -56,6 +56,18 @@ from .prompt import (
     define_prompt,
 )
 from .tool import ToolDefinition, ToolOptions, define_tool
+from .user_endpoint import (
+    MarkedUserEndpoint,
+    UserEndpointAccess,
+    UserEndpointDefinition,
+    UserEndpointHandler,
+    UserEndpointOptions,
+    UserEndpointRouteParams,
+    define_user_endpoint,
+    defineUserEndpoint,
+    is_user_endpoint,
+    isUserEndpoint,
+)
 
 __all__ = [
     "HOOK_NAMES",
@@ -72,6 +84,7 @@ __all__ = [
     "EndpointOptions",
     "HookDefinition",
     "HookName",
+    "MarkedUserEndpoint",
     "ModelDefinition",
     "ModelFields",
     "ParentHookFields",
@@ -95,6 +108,12 @@ __all__ = [
     "ToolDiscovery",
     "ToolOptions",
     "UsageLimits",
+    "UserEndpointAccess",
+    "UserEndpointDefinition",
+    "UserEndpointHandler",
+    "UserEndpointOptions",
+    "UserEndpointRouteParams",
+    "defineUserEndpoint",
     "define_agent",
     "define_controller",
     "define_effect",
@@ -103,6 +122,9 @@ __all__ = [
     "define_prompt",
     "define_thread_endpoint",
     "define_tool",
+    "define_user_endpoint",
     "get_endpoint_access",
+    "isUserEndpoint",
     "is_thread_endpoint",
+    "is_user_endpoint",
 ]

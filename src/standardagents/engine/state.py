@@ -14,6 +14,7 @@ from ..records import Fence, LogRecord, Message, ThreadRecord, ToolResult
 from ..sandbox.types import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, CodeExecutionResult, Language
 
 if TYPE_CHECKING:
+    from ..credentials import Credential
     from ..definitions import AgentDefinition
     from ..store.records import SubagentRecord
     from .loop import ExecutionResult
@@ -281,6 +282,17 @@ class ThreadState:
             raise StandardAgentsError(f"set_env: unknown scope {scope!r}; use thread, user or instance")
         scope_id = self.thread.id if scope == "thread" else (self.thread.user_id or "") if scope == "user" else ""
         await self.runtime.store.set_env(scope, scope_id, key, value)
+
+    # credentials ---------------------------------------------------------------------------
+    async def credential(self, name: str, *, scope: str | None = None) -> Credential:
+        """The credential ``name`` the thread's user granted to the tool running now (with
+        ``scope`` among its scopes, when given): its ``secret`` is for the API the tool calls,
+        never for the model. Raises ``CredentialError`` (the tool's error result, which the
+        model can explain) when it is absent, expired, revoked or not granted to this tool.
+        Every call is audited in the thread's logs, without the secret."""
+        from ..credentials import use_credential
+
+        return await use_credential(self, name, scope=scope)
 
     # events and logs -----------------------------------------------------------------------
     async def emit(self, event: str, data: Any = None) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from .. import observability as observe
+from ..credentials import tool_running
 from ..definitions import ToolDefinition, define_tool
 from ..exceptions import ModelRetry
 from ..records import Message, ToolCall, ToolResult
@@ -164,8 +165,9 @@ async def _run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, h
             else:
                 try:
                     limit = tool.timeout or default_timeout
-                    coro = tool.invoke(state, clean)
-                    value = await (asyncio.wait_for(coro, limit) if limit else coro)
+                    with tool_running(tool, call.id):  # a credential is handed only to its tools
+                        coro = tool.invoke(state, clean)
+                        value = await (asyncio.wait_for(coro, limit) if limit else coro)
                     result = normalise_result(value)
                 except ModelRetry as exc:
                     result = ToolResult("error", error=str(exc))

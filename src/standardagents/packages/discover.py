@@ -31,6 +31,7 @@ from ..definitions import (
     define_prompt,
     define_tool,
 )
+from ..definitions.user_endpoint import routes_collide
 from ..exceptions import DefinitionError, ProjectError
 from ..project import DEFAULT_MODEL, Problem, _load, check_references, default_model, exec_module
 from ..registry import Entry, Registry
@@ -86,10 +87,13 @@ class PackageInfo:
         return dict(getattr(self.module, "__meta"))
 
     def loaders(self, kind: str) -> dict[str, Loader]:
-        """The module's registry of loaders for ``kind`` (``threadEndpoints`` is accepted too)."""
+        """The module's registry of loaders for ``kind`` (``threadEndpoints`` and
+        ``userEndpoints`` are accepted too)."""
         table = getattr(self.module, kind, None)
         if table is None and kind == "thread_endpoints":
             table = getattr(self.module, "threadEndpoints", None)
+        if table is None and kind == "user_endpoints":
+            table = getattr(self.module, "userEndpoints", None)
         return dict(table) if isinstance(table, Mapping) else {}
 
 
@@ -239,7 +243,7 @@ def _signed(loader: Loader, kind: str, name: str, info: PackageInfo) -> Loader:
         if not isinstance(value, _TYPES[kind]):
             raise DefinitionError([(f"{kind}.{name}", f"the loader returned {type(value).__name__}, not a {kind[:-1]} definition")],
                                   source=info.package_id)
-        if kind != "thread_endpoints":
+        if kind not in ("thread_endpoints", "user_endpoints"):
             own = getattr(value, "id" if kind == "hooks" else "name", None)
             if own != name:
                 raise DefinitionError([(f"{kind}.{name}", f"the loader returned a definition named {own!r}")],
@@ -266,7 +270,8 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
     Entry agents are marked as entry points. A package that names no model ``default`` gets the
     host's default model in its namespace (the runtime's built-in, not another definition).
     Returns the problems found: a repeated package id, entry agents the package does not
-    export, and packed thread endpoint keys that collide with local or other packed ones.
+    export, packed thread endpoint keys that collide with local or other packed ones, and
+    packed user endpoints on a route a local or other packed one has (those are left out).
     """
     problems: list[Problem] = []
     for info in packages:
@@ -289,6 +294,16 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
                                                            " (rename one: both would mount at the same path)"))
                 registry.add(kind, name, loader=_signed(loader, kind, name, info), package=pid,
                              entry_point=kind == "agents" and name in info.entry_agents, source=f"{pid}:{kind}/{name}")
+        for name, loader in info.loaders("user_endpoints").items():
+            other = next((e for e in registry.all_entries("user_endpoints") if routes_collide(e.name, name)), None)
+            if other is not None:
+                owner = f"the user endpoint {other.name!r} of " + (
+                    "the project" if other.package is None else f"package {other.package}")
+                problems.append(Problem(where, f"user endpoint {name!r} has the same route as {owner}"
+                                               " (rename one: both would mount at the same path)"))
+                continue
+            registry.add("user_endpoints", name, loader=_signed(loader, "user_endpoints", name, info), package=pid,
+                         source=f"{pid}:user_endpoints/{name}")
         exported = info.loaders("agents")
         for agent in info.entry_agents:
             if agent not in exported:

@@ -28,6 +28,7 @@ from ..definitions import (
     PromptDefinition,
     ThreadEndpointDefinition,
     ToolDefinition,
+    UserEndpointDefinition,
 )
 from ..exceptions import NotFoundError, ProjectError
 from ..project import import_file
@@ -49,6 +50,7 @@ DEFINITION_TYPES: dict[str, tuple[type[Definition], ...]] = {
     "hooks": (HookDefinition,),
     "effects": (EffectDefinition,),
     "thread_endpoints": (ThreadEndpointDefinition, ControllerDefinition),
+    "user_endpoints": (UserEndpointDefinition,),
 }
 
 _MIT = """MIT License
