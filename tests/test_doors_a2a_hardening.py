@@ -74,13 +74,13 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
 
 
 @pytest.fixture(scope="session")
-def a2a_js(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding ``@a2a-js/sdk`` (installed with npm into the project's pytest cache,
+def a2a_js() -> Path:
+    """A folder holding ``@a2a-js/sdk`` (installed with npm into the checkout's ``.test-node``,
     once) and the script sending one message with it; skipped without node and npm."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are needed to run the @a2a-js/sdk client")
-    cache = request.config.cache
-    folder = cache.mkdir("a2a-js") if cache is not None else tmp_path_factory.mktemp("a2a-js")
+    folder = Path(__file__).resolve().parent.parent / ".test-node" / "a2a-js"
+    folder.mkdir(parents=True, exist_ok=True)
     installed = folder / "node_modules" / "@a2a-js" / "sdk" / "package.json"
     version = A2A_JS.rsplit("@", 1)[1]
     if not installed.exists() or json.loads(installed.read_text(encoding="utf-8"))["version"] != version:

@@ -96,7 +96,7 @@ async def test_runtime_and_http_serve_the_steps_of_a_turn(backend, stub):
             record = await rt.store.get_execution(runs[0]["id"])
             assert record is not None
             # the API adds the trace link (none: no template is set)
-            assert {**await load_execution(rt.store, record), "traceUrl": None} == got.json()
+            assert {**await load_execution(rt.store, record), "traceUrl": None, "rerunOverrides": False} == got.json()
             other = {"Authorization": f"Bearer {bob_token}"}
             assert (await client.get(f"/api/executions/{runs[0]['id']}", headers=other)).status_code == 403
             missing = await client.get("/api/executions/exe_nope", headers=auth)
