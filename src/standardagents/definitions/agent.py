@@ -140,6 +140,10 @@ class AgentDefinition(Definition):
     #: (``allowOverrides``); otherwise only admins and a ``--dev`` server may, since the
     #: prompt is the operator's policy and the model a cost decision
     allow_overrides: bool = False
+    #: what a turn does when it goes on (after an approval, client results or a crash) and the
+    #: agent's definitions changed since it started (a deploy meanwhile): ``continue`` on the
+    #: new ones (noted on the execution record) or ``end`` the turn with a reason saying so
+    on_definition_change: Literal["continue", "end"] = "continue"
 
     def side(self, which: Literal["a", "b"]) -> SideConfig | None:
         return self.side_a if which == "a" else self.side_b
@@ -178,6 +182,7 @@ class AgentFields(TypedDict, total=False):
     usage_limits: UsageLimits | Mapping[str, Any] | None
     busy: BusyPolicy
     allow_overrides: bool
+    on_definition_change: Literal["continue", "end"]
 
 
 def _get(data: dict[str, Any], snake: str, camel: str) -> Any:

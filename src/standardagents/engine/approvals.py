@@ -96,8 +96,10 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
                  options: TurnOptions | None = None) -> ExecutionResult:
     """Continue a paused execution (lock held): the same record, its counters restored, with
     the continuation's own ``options`` when given (client tools answered and offered again)."""
+    from . import resume as resuming
     from .client_tools import ClientTools
     from .compaction import place_summaries
+    from .digest import CHANGED_KEY
     from .loop import Execution, ExecutionResult
     from .options import STATE_KEY as OPTIONS_KEY
     from .options import TurnOptions
@@ -113,6 +115,13 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
         return ExecutionResult(thread.id, record.id, "cancelled", "stale",
                                error="this execution was already resumed or settled elsewhere")
     record = fresh
+    # a turn that waited across a deploy: its agent's policy says whether it goes on
+    changed = await resuming.definitions_moved(rt, agent, thread.package, record)
+    if changed is not None:
+        if changed["policy"] == "end":
+            return await resuming.end_turn(rt, record, thread, resuming.changed_reason(changed), "definitions_changed",
+                                           changed)
+        record.state = {**record.state, CHANGED_KEY: changed}
     saved = {k: v for k, v in record.state.items() if k != "resumeBy"}
     ex = ExecutionState(id=record.id, side=record.side, step_count=record.step_count,
                         fence=Fence(record.id, record.epoch))

@@ -22,6 +22,7 @@ from ..definitions import AgentDefinition, ModelDefinition, SideConfig, UsageLim
 from ..exceptions import ExecutionTakenOver, ProviderError, StandardAgentsError
 from ..records import ExecutionRecord, Message, now_ms
 from .client_tools import ClientTools
+from .digest import CHANGED_KEY, DIGEST_KEY
 from .done import publish_done
 from .limits import LimitTripped, UsageMeter
 from .model_call import model_step
@@ -286,6 +287,9 @@ class Execution:
             state["subagentCost"] = self.subagent_cost
         if self.options is not None and self.options.state:
             state[OPTIONS_KEY] = self.options.state
+        for key in (DIGEST_KEY, CHANGED_KEY):  # what the turn started with, and how it changed since
+            if key in self.record.state:
+                state[key] = self.record.state[key]
         if ex.hooks_run or ex.guardrails_run:
             # hooks and guardrails after the last step's record (its tool calls' hooks, say)
             state["checks"] = {"hooks": ex.hooks_run or [], "guardrails": ex.guardrails_run or []}

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
+from .digest import CHANGED_KEY, DIGEST_KEY
 from .done import publish_done
 from .hooks import HookSet
 from .loop import ExecutionResult
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from ..definitions import AgentDefinition
     from .runtime import Runtime
 
-__all__ = ["NOT_RUN_AGAIN", "claim_orphan", "resume_claimed", "resume_orphans"]
+__all__ = ["NOT_RUN_AGAIN", "claim_orphan", "definitions_moved", "end_turn", "resume_claimed", "resume_orphans"]
 
 log = logging.getLogger("standardagents.resume")
 
@@ -57,7 +58,8 @@ async def resume_orphans(rt: Runtime) -> list[str]:
         owner = str(record.state.get("owner", ""))
         thread = await rt.store.get_thread(record.thread_id)
         if thread is None or not rt.registry.has("agents", thread.agent, thread.package):
-            await _settle(rt, claimed, thread)
+            await end_turn(rt, claimed, thread, "the process running this execution stopped and its agent is no "
+                           "longer defined", "interrupted")
             rt._resuming.pop(record.id, None)
             continue
         agent = await rt.agent(thread.agent, thread.package)
@@ -104,6 +106,9 @@ async def resume_claimed(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
     """Run on a claimed execution (the caller holds the thread's lock and claim): answer the
     calls cut short, then take the turn's next step."""
     try:
+        changed = await definitions_moved(rt, agent, thread.package, record)
+        if changed is not None and changed["policy"] == "end":
+            return await end_turn(rt, record, thread, changed_reason(changed), "definitions_changed", changed)
         try:
             await _answer_cut_short_calls(rt, thread, agent)
         except Exception:
@@ -112,9 +117,32 @@ async def resume_claimed(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         rt._resuming.pop(record.id, None)
         # the call's own output type and limits, as the record kept them
         options = TurnOptions.from_state(record.state.get(OPTIONS_KEY))
-        return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options, record.epoch)
+        carried = {DIGEST_KEY: record.state.get(DIGEST_KEY)} if changed is None else {CHANGED_KEY: changed}
+        return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options, record.epoch,
+                                        carried)
     finally:
         rt._resuming.pop(record.id, None)
+
+
+async def definitions_moved(rt: Runtime, agent: AgentDefinition, namespace: str | None,
+                            record: ExecutionRecord) -> dict[str, Any] | None:
+    """How the definitions a turn would go on with differ from those it started with
+    (``{"from", "to", "policy"}``), or None when they are the same (or it started before
+    digests were kept)."""
+    started = record.state.get(DIGEST_KEY)
+    if not isinstance(started, str):
+        return None
+    now = await rt.setups.definitions_digest(agent, namespace)
+    if now == started:
+        return None
+    log.warning("execution %s goes on after its agent %s changed (definitions %s, now %s): policy %s",
+                record.id, agent.name, started, now, agent.on_definition_change)
+    return {"from": started, "to": now, "policy": agent.on_definition_change}
+
+
+def changed_reason(changed: dict[str, Any]) -> str:
+    return (f"the agent's definitions changed since this turn started (a deploy: {changed['from']} -> "
+            f"{changed['to']}), and its on_definition_change policy ends the turn")
 
 
 async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition) -> None:
@@ -139,16 +167,22 @@ async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: Agen
                                      sides=[m.side for m, _o in cut])
 
 
-async def _settle(rt: Runtime, record: ExecutionRecord, thread: ThreadRecord | None) -> None:
-    """A dead turn that cannot resume (its thread or agent is gone): ended as interrupted,
-    its open calls answered, so the thread takes new messages."""
+async def end_turn(rt: Runtime, record: ExecutionRecord, thread: ThreadRecord | None, error: str, outcome: str,
+                   changed: dict[str, Any] | None = None) -> ExecutionResult:
+    """End a claimed turn that does not go on (its thread or agent is gone, or its definitions
+    changed and its agent's policy ends it): interrupted with ``error``, its open calls
+    answered, one ``done``, so the thread takes new messages."""
     record.status = record.stop_reason = "interrupted"
-    record.error = "the process running this execution stopped and its agent is no longer defined"
-    record.updated_at = now_ms()
+    record.error = error
+    record.state = {**record.state, "outcome": outcome}
+    if changed is not None:
+        record.state[CHANGED_KEY] = changed
+    record.updated_at = max(now_ms(), record.updated_at + 1)
     await rt.store.save_execution(record)
     if thread is not None:
         state = ThreadState(rt, thread, None, thread.package)
         state._hooks = HookSet()
-        await rt.repair_transcript(state, reason="the process running this call stopped before it finished")
+        await rt.repair_transcript(state, reason=error)
     await publish_done(rt, record, {"stopReason": "interrupted", "executionId": record.id,
-                                    "outcome": "interrupted", "error": record.error})
+                                    "outcome": outcome, "error": error})
+    return ExecutionResult(record.thread_id, record.id, "interrupted", outcome, error=error)

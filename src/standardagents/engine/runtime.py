@@ -388,9 +388,10 @@ class Runtime:
     def _execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                         start_side: Literal["a", "b"], execution_id: str | None,
                         resume: ExecutionRecord | None, queued: bool,
-                        options: TurnOptions | None = None, epoch: int = 0) -> Coroutine[Any, Any, ExecutionResult]:
+                        options: TurnOptions | None = None, epoch: int = 0,
+                        carried: dict[str, Any] | None = None) -> Coroutine[Any, Any, ExecutionResult]:
         return turns.execute_locked(self, thread, agent, message, start_side, execution_id, resume, queued, options,
-                                    epoch)
+                                    epoch, carried)
 
     # crash recovery and cross-process claims (engine/recovery.py) ---------------------------
     async def recover(self) -> list[str]:

@@ -23,6 +23,7 @@ from ..registry import Registry
 from ..toolcalls import prepare_tools
 from ..toolsets import merge_toolsets, resolve_tool_name
 from .context import prompt_is_static, render_prompt
+from .digest import definitions_digest
 from .hooks import HookSet
 from .output import OutputSpec, output_spec
 from .tools import Toolbox, session_tool
@@ -94,6 +95,7 @@ class Setups:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self._setups: dict[tuple[str, str, str | None], SideSetup] = {}
+        self._digests: dict[tuple[str, str | None], str] = {}
         self._providers: dict[str, ModelProvider] = {}
         self._by_model: dict[int, tuple[ModelDefinition, ModelProvider]] = {}
 
@@ -167,6 +169,18 @@ class Setups:
     def invalidate(self) -> None:
         """Forget cached side setups (after the project changed)."""
         self._setups.clear()
+        self._digests.clear()
+
+    async def definitions_digest(self, agent: AgentDefinition, namespace: str | None) -> str:
+        """The digest of what a turn of ``agent`` runs on (every side's setup), kept on its
+        execution record to tell, when the turn goes on later, whether a deploy changed it."""
+        key = (agent.name, namespace)
+        found = self._digests.get(key)
+        if found is None:
+            sides = [side for side in ("a", "b") if agent.side(side) is not None]
+            found = self._digests[key] = definitions_digest(
+                [await self.side_setup(agent, side, namespace) for side in sides])  # type: ignore[arg-type]
+        return found
 
     async def current_setup(self, setup: SideSetup) -> SideSetup:
         """``setup``, or a fresh one when its MCP servers' tool lists moved since it was built."""

@@ -23,6 +23,7 @@ from . import client_tools as client_tools_mod
 from . import resume as resuming
 from .client_tools import ClientTools
 from .compaction import place_summaries
+from .digest import DIGEST_KEY
 from .done import publish_done
 from .handover import HANDED_OVER
 from .loop import Execution, ExecutionResult
@@ -230,15 +231,20 @@ async def _drop_queued(rt: Runtime, thread: ThreadRecord, message: Message | Non
 async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                           start_side: Literal["a", "b"], execution_id: str | None,
                           resume: ExecutionRecord | None, queued: bool,
-                          options: TurnOptions | None = None, epoch: int = 0) -> ExecutionResult:
+                          options: TurnOptions | None = None, epoch: int = 0,
+                          carried: dict[str, Any] | None = None) -> ExecutionResult:
     """Run an execution under the thread's lock and claim. ``epoch``: the one this process
-    claimed a resumed execution with (every write of the turn is fenced by it)."""
+    claimed a resumed execution with (every write of the turn is fenced by it); ``carried``:
+    what a resumed turn's record keeps of its start (the digest of its definitions, or how
+    they changed since)."""
     if resume is not None:
         try:
             return await approvals.resume(rt, thread, agent, resume, options)
         except Exception as exc:
             return await failed_before_run(rt, thread, resume, message, queued, exc)
     record = ExecutionRecord(thread_id=thread.id, side=start_side, state={"owner": rt.owner}, epoch=epoch)
+    if carried:
+        record.state.update(carried)
     if options is not None:
         record.state[OPTIONS_KEY] = options.state  # kept for a resume after a crash
     if execution_id:
@@ -255,6 +261,8 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
     recovery.beat(rt)
     execution.owned_at = asyncio.get_running_loop().time()  # proved by the turn's first write below
     try:
+        if not carried:  # what the turn runs on, to tell later (a wait, a crash) whether a deploy changed it
+            record.state[DIGEST_KEY] = await rt.setups.definitions_digest(agent, thread.package)
         ex.message_history = place_summaries(await rt.store.list_messages(thread.id))
         if message is not None and ex.message_history and ex.message_history[-1].role == "tool":
             # a turn left waiting for client tool results, answered through the history
