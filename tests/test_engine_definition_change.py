@@ -12,6 +12,7 @@ from typing import Any, Literal
 from engine_helpers import stub_model
 from standardagents import Runtime, define_agent, define_prompt, define_tool
 from standardagents.engine.digest import CHANGED_KEY, DIGEST_KEY
+from standardagents.engine.steps import load_execution
 from standardagents.project import build_registry
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
@@ -72,6 +73,8 @@ async def test_a_turn_resumed_after_a_deploy_goes_on_with_the_new_definitions_an
             changed = record.state[CHANGED_KEY]
             assert changed["from"] == started_with and changed["to"] != started_with
             assert changed["policy"] == "continue"
+            detail = await load_execution(rt.store, record)  # what the inspector shows
+            assert (detail["definitions"], detail["definitionsChanged"]) == (started_with, changed)
         finally:
             await rt.aclose()
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..records import ExecutionRecord, Message
 from ..store.records import SubagentRecord
+from .digest import CHANGED_KEY, DIGEST_KEY
 from .state import ExecutionState
 
 __all__ = ["StepProbe", "execution_detail", "execution_summary", "load_execution"]
@@ -189,6 +190,9 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
     detail["subagents"] = started
     options = state.get("options")
     detail["override"] = options.get("override") if isinstance(options, dict) else None
+    # what the turn started with, and how a deploy changed it before it went on
+    detail["definitions"] = state.get(DIGEST_KEY)
+    detail["definitionsChanged"] = state.get(CHANGED_KEY)
     decided = state.get("decisions") or {}
     detail["waitingForApproval"] = [
         {"id": p.get("id"), "name": p.get("name"), "arguments": p.get("arguments")}

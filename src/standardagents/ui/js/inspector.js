@@ -107,6 +107,12 @@ function turn(execution, index) {
   head.append(figures);
   section.append(head);
   if (execution.override) section.append(el("div", "turn-figures override", overrideText(execution.override)));
+  if (execution.definitionsChanged) {
+    const changed = execution.definitionsChanged;
+    const what = changed.policy === "end" ? "ended by its agent's policy" : "went on with the new definitions";
+    section.append(el("div", "turn-figures definitions-changed",
+      `Definitions changed during this turn (a deploy: ${changed.from} → ${changed.to}); it ${what}.`));
+  }
   if (execution.traceId) section.append(trace(execution));
   const { bars, span } = layout(execution);
   const chart = el("div", "timeline");
