@@ -18,6 +18,9 @@ PUBLIC = {
     # running it
     "Runtime", "ThreadState", "ExecutionResult", "Registry", "load_project", "validate_project",
     "Event", "EventBus", "Message", "ThreadRecord", "ToolCall", "ToolResult", "Usage",
+    # model providers a project defines
+    "define_provider", "ProviderDefinition", "ProviderFields", "provider_const", "provider_env", "provider_value",
+    "map_reasoning_level",
     # errors and signals
     "StandardAgentsError", "DefinitionError", "ProjectError", "NotFoundError", "ProviderError",
     "InjectionRejected", "ModelRetry",

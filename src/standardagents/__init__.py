@@ -37,6 +37,15 @@ from .definitions import (
     define_thread_endpoint,
     define_tool,
 )
+from .definitions.provider import (
+    ProviderDefinition,
+    ProviderFields,
+    define_provider,
+    map_reasoning_level,
+    provider_const,
+    provider_env,
+    provider_value,
+)
 from .engine import ExecutionResult, Runtime, ThreadState
 from .events import Event, EventBus
 from .exceptions import (
@@ -78,7 +87,9 @@ __all__ = [
     "PromptDefinition",
     "PromptFields",
     "PromptToolFields",
+    "ProviderDefinition",
     "ProviderError",
+    "ProviderFields",
     "Registry",
     "Runtime",
     "SessionToolConfig",
@@ -104,8 +115,13 @@ __all__ = [
     "define_mcp_server",
     "define_model",
     "define_prompt",
+    "define_provider",
     "define_thread_endpoint",
     "define_tool",
     "load_project",
+    "map_reasoning_level",
+    "provider_const",
+    "provider_env",
+    "provider_value",
     "validate_project",
 ]

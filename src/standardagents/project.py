@@ -32,6 +32,7 @@ from .definitions import (
     UserEndpointDefinition,
     define_model,
 )
+from .definitions.provider import ProviderDefinition
 from .definitions.user_endpoint import routes_collide
 from .exceptions import DefinitionError, ProjectError
 from .registry import Registry
@@ -48,6 +49,7 @@ _FOLDERS: dict[str, tuple[str, type]] = {
     "models": ("models", ModelDefinition),
     "hooks": ("hooks", HookDefinition),
     "effects": ("effects", EffectDefinition),
+    "providers": ("providers", ProviderDefinition),
 }
 
 
@@ -213,6 +215,7 @@ def _load(root: Path) -> LoadResult:
     if not registry.has("models", DEFAULT_MODEL):
         registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
     add_builtin_tools(registry)
+    result.problems.extend(register_providers(registry))
     _load_endpoints(base / "api", root, registry, result)
     from .mcp import load_mcp_servers
 
@@ -440,6 +443,7 @@ def build_registry(*definitions: Any) -> Registry:
     from .mcp import MCPServerDefinition
 
     kinds.append((MCPServerDefinition, "mcp"))
+    kinds.append((ProviderDefinition, "providers"))
     problems: list[tuple[str, str]] = []
     for definition in definitions:
         for cls, kind in kinds:
@@ -454,7 +458,36 @@ def build_registry(*definitions: Any) -> Registry:
     if not registry.has("models", DEFAULT_MODEL):
         registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
     add_builtin_tools(registry)
+    problems += [(p.file, p.message) for p in register_providers(registry) if not p.warning]
     problems += [(p.file, p.message) for p in check_references(registry)]
     if problems:
         raise ProjectError(problems, source="definitions")
     return registry
+
+
+def register_providers(registry: Registry) -> list[Problem]:
+    """Make the project's provider definitions buildable by name (``define_model(provider=...)``),
+    refusing built-in names, and warn about models naming a provider nobody defines."""
+    from .definitions.provider import BUILTIN_PROVIDERS
+    from .providers.defined import register_definition
+    from .providers.factory import registered_providers
+
+    problems: list[Problem] = []
+    for entry in registry.all_entries("providers"):
+        definition = entry.value
+        if not isinstance(definition, ProviderDefinition):
+            continue
+        if definition.name in BUILTIN_PROVIDERS:
+            problems.append(Problem(entry.source or "", f"name: {definition.name!r} is a built-in provider; give yours "
+                                                        f"another name (extends={definition.name!r} builds on it)"))
+            registry.remove("providers", entry.name, package=entry.package)
+            continue
+        register_definition(definition)
+    known = set(registered_providers())
+    for entry in registry.all_entries("models"):
+        model = entry.value
+        if isinstance(model, ModelDefinition) and model.provider not in known:
+            problems.append(Problem(entry.source or "", f"provider: no provider {model.provider!r} is built in or "
+                                                        f"defined in agents/providers/ (known: {', '.join(sorted(known))})",
+                                    warning=True))
+    return problems

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ._base import Definition, build
+from .reasoning import ReasoningConfig, ReasoningLevel
 
 __all__ = ["ModelDefinition", "ModelFields", "ModelPrices", "define_model"]
 
@@ -26,7 +27,8 @@ class ModelDefinition(Definition):
     """A named model.
 
     ``provider`` picks the transport (``openai`` for any OpenAI-compatible endpoint,
-    ``anthropic``, ``test`` for the offline model). Keys are read from the environment
+    ``anthropic``, ``gemini``, ``test`` for the offline model, or a provider the project
+    defines with ``define_provider``). Keys are read from the environment
     variable ``api_key_env`` at run time, so a definition never carries a credential.
     ``fallbacks`` name other models tried in order on retriable errors. A new field goes
     here and in :class:`ModelFields`; a test keeps the two in step.
@@ -50,6 +52,15 @@ class ModelDefinition(Definition):
     options: dict[str, Any] = Field(default_factory=dict)
     #: this model's own prices (per 1M tokens); without them the maintained price data is used
     prices: ModelPrices | None = None
+    #: how hard the model should think: a level (``"high"``) or a ReasoningConfig; the
+    #: provider maps it to its own parameter (OpenAI reasoning_effort, Anthropic and Gemini
+    #: thinking budgets)
+    reasoning: ReasoningConfig | None = None
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _reasoning_level(cls, value: Any) -> Any:
+        return {"level": value} if isinstance(value, str) else value
 
 
 class ModelFields(TypedDict, total=False):
@@ -75,6 +86,7 @@ class ModelFields(TypedDict, total=False):
     extra_body: Mapping[str, Any]
     options: Mapping[str, Any]
     prices: ModelPrices | Mapping[str, float] | None
+    reasoning: ReasoningLevel | ReasoningConfig | Mapping[str, Any] | None
 
 
 def define_model(definition: Mapping[str, Any] | None = None, /, **fields: Unpack[ModelFields]) -> ModelDefinition:

@@ -11,14 +11,20 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from ..definitions.reasoning import ReasoningConfig
 from ..records import ToolCall, Usage
 
 __all__ = [
+    "PROVIDER_RESULTS_KEY",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
+    "ProviderExecutedToolResult",
+    "ProviderGeneratedImage",
+    "ProviderResult",
+    "ProviderWebSearchResult",
     "ReasoningDelta",
     "StreamDelta",
     "StreamEnd",
@@ -52,6 +58,9 @@ class ModelRequest:
     response_format: dict[str, Any] | None = None
     #: False: at most one tool call per reply (None: the endpoint's default, parallel allowed)
     parallel_tool_calls: bool | None = None
+    #: how hard to think (the model definition's ``reasoning``); each provider maps it to its
+    #: own parameter, and leaves it out when None
+    reasoning: ReasoningConfig | None = None
 
 
 @dataclass(slots=True)
@@ -68,6 +77,59 @@ class ModelResponse:
     #: blocks the provider must get back verbatim with this reply when the conversation goes
     #: on (Anthropic's signed ``thinking`` and ``redacted_thinking`` blocks), in reply order
     thinking_blocks: list[dict[str, Any]] = field(default_factory=list)
+    #: values for the reply message's metadata, under their own keys (the results of tools
+    #: the provider ran itself go under :data:`PROVIDER_RESULTS_KEY`, as dicts)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+#: the message metadata key holding the provider-executed results of a reply
+PROVIDER_RESULTS_KEY = "providerResults"
+
+
+@dataclass(slots=True)
+class ProviderWebSearchResult:
+    """A page a provider's own web search found and grounded the reply in."""
+
+    url: str
+    title: str | None = None
+    snippet: str | None = None
+    type: Literal["web_search"] = "web_search"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "url": self.url, "title": self.title, "snippet": self.snippet}
+
+
+@dataclass(slots=True)
+class ProviderGeneratedImage:
+    """An image the model generated as part of its reply (base64 data, or a URL)."""
+
+    mime_type: str
+    data: str | None = None
+    url: str | None = None
+    type: Literal["image"] = "image"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "mimeType": self.mime_type, "data": self.data, "url": self.url}
+
+
+@dataclass(slots=True)
+class ProviderExecutedToolResult:
+    """A tool the provider ran on its side (code execution, a hosted search): what it was
+    given and what it returned; the engine neither runs nor answers it."""
+
+    name: str
+    input: Any = None
+    output: Any = None
+    status: Literal["success", "error"] = "success"
+    id: str | None = None
+    type: Literal["tool_result"] = "tool_result"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "id": self.id, "name": self.name, "input": self.input,
+                "output": self.output, "status": self.status}
+
+
+ProviderResult = ProviderWebSearchResult | ProviderGeneratedImage | ProviderExecutedToolResult
 
 
 @dataclass(slots=True)

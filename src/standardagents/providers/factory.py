@@ -2,7 +2,9 @@
 
 Identical specs share one provider instance, and so one connection pool per endpoint, which
 is what lets many concurrent threads reuse keep-alive connections. New provider kinds are
-added with :func:`register_provider`, without touching the engine.
+added with :func:`register_provider`, without touching the engine; a project's
+``define_provider`` definitions are registered this way when the project loads
+(:mod:`.defined`), and the built-in ``gemini`` provider is one such definition.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "create_provider",
     "register_provider",
     "registered_providers",
+    "unregister_provider",
 ]
 
 
@@ -74,15 +77,17 @@ ProviderFactory = Callable[[ProviderSpec], ModelProvider]
 
 def _openai(spec: ProviderSpec) -> ModelProvider:
     from .openai import OpenAIProvider
+    from .reasoning import with_reasoning
 
-    return OpenAIProvider(spec.base_url, spec.resolved_api_key(), timeout=spec.timeout,
+    return with_reasoning(OpenAIProvider, "openai")(spec.base_url, spec.resolved_api_key(), timeout=spec.timeout,
                           max_retries=spec.max_retries, headers=spec.headers, **dict(spec.options))
 
 
 def _anthropic(spec: ProviderSpec) -> ModelProvider:
     from .anthropic import AnthropicProvider
+    from .reasoning import with_reasoning
 
-    return AnthropicProvider(spec.base_url, spec.resolved_api_key(), timeout=spec.timeout,
+    return with_reasoning(AnthropicProvider, "anthropic")(spec.base_url, spec.resolved_api_key(), timeout=spec.timeout,
                              max_retries=spec.max_retries, headers=spec.headers, **dict(spec.options))
 
 
@@ -92,7 +97,15 @@ def _test(spec: ProviderSpec) -> ModelProvider:
     return TestModelProvider(**dict(spec.options))
 
 
-_FACTORIES: dict[str, ProviderFactory] = {"openai": _openai, "anthropic": _anthropic, "test": _test}
+def _gemini(spec: ProviderSpec) -> ModelProvider:
+    from .defined import build_defined
+    from .gemini import gemini
+
+    return build_defined(gemini, spec)
+
+
+_FACTORIES: dict[str, ProviderFactory] = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini, "test": _test}
+_BUILTIN = frozenset(_FACTORIES)
 _CACHE: dict[tuple[Any, ...], ModelProvider] = {}
 
 
@@ -101,6 +114,12 @@ def register_provider(name: str, factory: ProviderFactory) -> None:
     if not name:
         raise DefinitionError("a provider needs a non-empty name")
     _FACTORIES[name] = factory
+
+
+def unregister_provider(name: str) -> None:
+    """Forget a provider kind added with :func:`register_provider` (built-ins stay)."""
+    if name not in _BUILTIN:
+        _FACTORIES.pop(name, None)
 
 
 def registered_providers() -> list[str]:
