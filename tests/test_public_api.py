@@ -7,13 +7,14 @@ import standardagents
 PUBLIC = {
     # defining a project: every define_* a project file needs, with its typed fields
     "define_agent", "define_prompt", "define_model", "define_tool", "define_hook", "define_effect",
-    "define_controller", "define_thread_endpoint", "define_mcp_server",
+    "define_controller", "define_thread_endpoint", "define_user_endpoint", "define_mcp_server",
     "define_a2a_agent",
     "AgentFields", "SideFields", "SessionToolFields", "PromptFields", "PromptToolFields", "ModelFields",
     "ToolOptions", "HookName", "EndpointAccess",
     # the definitions those functions return
     "AgentDefinition", "PromptDefinition", "ModelDefinition", "ToolDefinition", "HookDefinition",
-    "EffectDefinition", "ControllerDefinition", "ThreadEndpointDefinition", "MCPServerDefinition",
+    "EffectDefinition", "ControllerDefinition", "ThreadEndpointDefinition", "UserEndpointDefinition",
+    "MCPServerDefinition",
     "SideConfig", "SessionToolConfig", "UsageLimits",
     # running it
     "Runtime", "ThreadState", "ExecutionResult", "Registry", "load_project", "validate_project",
@@ -21,6 +22,8 @@ PUBLIC = {
     # model providers a project defines
     "define_provider", "ProviderDefinition", "ProviderFields", "provider_const", "provider_env", "provider_value",
     "map_reasoning_level",
+    # a user's credential grants, as tools receive them
+    "CredentialGrant", "Credential", "CredentialError",
     # errors and signals
     "StandardAgentsError", "DefinitionError", "ProjectError", "NotFoundError", "ProviderError",
     "InjectionRejected", "ModelRetry",

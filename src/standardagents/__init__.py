@@ -7,6 +7,7 @@ threads against real model providers, durable storage, live events, and an HTTP 
 from __future__ import annotations
 
 from .a2a_agents import define_a2a_agent
+from .credentials import Credential, CredentialError, CredentialGrant
 from .definitions import (
     AgentDefinition,
     AgentFields,
@@ -28,6 +29,7 @@ from .definitions import (
     ToolDefinition,
     ToolOptions,
     UsageLimits,
+    UserEndpointDefinition,
     define_agent,
     define_controller,
     define_effect,
@@ -36,6 +38,7 @@ from .definitions import (
     define_prompt,
     define_thread_endpoint,
     define_tool,
+    define_user_endpoint,
 )
 from .definitions.provider import (
     ProviderDefinition,
@@ -68,6 +71,9 @@ __all__ = [
     "AgentDefinition",
     "AgentFields",
     "ControllerDefinition",
+    "Credential",
+    "CredentialError",
+    "CredentialGrant",
     "DefinitionError",
     "EffectDefinition",
     "EndpointAccess",
@@ -106,6 +112,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     "UsageLimits",
+    "UserEndpointDefinition",
     "__version__",
     "define_a2a_agent",
     "define_agent",
@@ -118,6 +125,7 @@ __all__ = [
     "define_provider",
     "define_thread_endpoint",
     "define_tool",
+    "define_user_endpoint",
     "load_project",
     "map_reasoning_level",
     "provider_const",

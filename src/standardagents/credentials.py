@@ -8,7 +8,8 @@ user asks its state for it (``await state.credential("github")``) and gets a
 part of a message, an event, a log record or a trace, and its ``repr`` hides it. Every use,
 and every refused use, is audited in the thread's logs without the secret.
 
-Grants are kept in the store's env values (scope ``grant``, the user's id, the grant's name):
+Grants are kept in the store's env values (the runtime's own ``system`` scope, which tools
+cannot read; one row per user and name):
 the secret encrypted with Fernet under a key derived (HKDF-SHA256) from ``STANDARDAGENTS_SECRET``
 (else from a random secret the runtime keeps in its own ``system`` env scope), bound to its
 user and name. Revoking drops the encrypted secret and keeps the grant's record.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -47,6 +49,7 @@ __all__ = [
     "GrantStatus",
     "get_credential_grant",
     "grant_credential",
+    "grant_scope_id",
     "list_credential_grants",
     "revoke_credential_grant",
     "tool_running",
@@ -55,14 +58,22 @@ __all__ = [
 
 log = logging.getLogger("standardagents.credentials")
 
-#: the env-values scope grants are kept in (never readable through ``state.get_env``)
-GRANT_SCOPE = "grant"
+#: the env-values scope grants are kept in: the runtime's own, which ``state.get_env`` never
+#: reads; each user's grants under :func:`grant_scope_id`, keyed by name
+GRANT_SCOPE = "system"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _MAX_SECRET = 16_384
 _KDF_INFO = b"standardagents.credentials.v1"
 _KEY_NAME = "_credentials_secret"
 
 GrantStatus = Literal["active", "expired", "revoked"]
+
+
+def grant_scope_id(user_id: str) -> str:
+    """Where a user's grants are kept in :data:`GRANT_SCOPE` (a digest for very long ids,
+    which the column could not hold)."""
+    scope_id = f"grant:{user_id}"
+    return scope_id if len(scope_id) <= 64 else "grant#" + hashlib.sha256(user_id.encode()).hexdigest()[:56]
 
 
 class CredentialError(StandardAgentsError):
@@ -274,20 +285,20 @@ async def grant_credential(store: Store, registry: Registry, user_id: str, name:
     grant = CredentialGrant(id=new_id("grt_"), name=name, user_id=user_id, tools=tool_names, scopes=scope_names,
                             expires_at=_expiry(expires_at, expires_in, now), created_at=now, description=description)
     sealed = (await _fernet(store)).encrypt(_sealed_payload(user_id, name, secret)).decode()
-    await store.set_env(GRANT_SCOPE, user_id, name, _record(grant, sealed))
+    await store.set_env(GRANT_SCOPE, grant_scope_id(user_id), name, _record(grant, sealed))
     log.info("credential %r granted by user %s to tools %s", name, user_id, ", ".join(tool_names))
     return grant
 
 
 async def list_credential_grants(store: Store, user_id: str) -> list[CredentialGrant]:
     """The user's grants (revoked and expired ones included), by name; never the secrets."""
-    values = await store.list_env(GRANT_SCOPE, user_id)
+    values = await store.list_env(GRANT_SCOPE, grant_scope_id(user_id))
     grants = [_grant_of(user_id, v) for _k, v in sorted(values.items())]
     return [g for g in grants if g is not None]
 
 
 async def get_credential_grant(store: Store, user_id: str, name: str) -> CredentialGrant | None:
-    return _grant_of(user_id, await store.get_env(GRANT_SCOPE, user_id, name))
+    return _grant_of(user_id, await store.get_env(GRANT_SCOPE, grant_scope_id(user_id), name))
 
 
 async def revoke_credential_grant(store: Store, user_id: str, name: str) -> CredentialGrant | None:
@@ -297,7 +308,7 @@ async def revoke_credential_grant(store: Store, user_id: str, name: str) -> Cred
     if grant is None or grant.revoked_at is not None:
         return grant
     revoked = dataclasses.replace(grant, revoked_at=now_ms())
-    await store.set_env(GRANT_SCOPE, user_id, name, _record(revoked, None))
+    await store.set_env(GRANT_SCOPE, grant_scope_id(user_id), name, _record(revoked, None))
     log.info("credential %r revoked by user %s", name, user_id)
     return revoked
 
@@ -335,7 +346,7 @@ async def use_credential(state: ThreadState, name: str, *, scope: str | None = N
         if not user_id:
             raise CredentialError(f"this conversation has no user, so no credential {name!r} is granted to it")
         store = state.runtime.store
-        value = await store.get_env(GRANT_SCOPE, user_id, name)
+        value = await store.get_env(GRANT_SCOPE, grant_scope_id(user_id), name)
         grant = _grant_of(user_id, value)
         if grant is None:
             raise CredentialError(f"the user has not granted the credential {name!r}: ask them to grant it "

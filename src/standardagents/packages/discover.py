@@ -295,10 +295,10 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
                 registry.add(kind, name, loader=_signed(loader, kind, name, info), package=pid,
                              entry_point=kind == "agents" and name in info.entry_agents, source=f"{pid}:{kind}/{name}")
         for name, loader in info.loaders("user_endpoints").items():
-            other = next((e for e in registry.all_entries("user_endpoints") if routes_collide(e.name, name)), None)
-            if other is not None:
-                owner = f"the user endpoint {other.name!r} of " + (
-                    "the project" if other.package is None else f"package {other.package}")
+            taken = next((e for e in registry.all_entries("user_endpoints") if routes_collide(e.name, name)), None)
+            if taken is not None:
+                owner = f"the user endpoint {taken.name!r} of " + (
+                    "the project" if taken.package is None else f"package {taken.package}")
                 problems.append(Problem(where, f"user endpoint {name!r} has the same route as {owner}"
                                                " (rename one: both would mount at the same path)"))
                 continue

@@ -33,7 +33,8 @@ from .health import health_routes, mark_draining_on_signals
 from .metrics import metrics_endpoint
 from .openai_door import openai_routes
 from .state import ServerState
-from .users import UserHub
+from .user_endpoints import user_endpoint_route, user_endpoints_of
+from .users import UserHub, user_routes
 
 __all__ = ["ENV_PREFIX", "create_app", "factory_from_env", "run_server"]
 
@@ -68,6 +69,7 @@ def _state(runtime: Runtime, prefix: str, dev: bool, max_body: int, builtins: li
     state = ServerState(runtime=runtime, prefix=prefix, dev=dev, max_body=max_body, hub=UserHub(runtime),
                         endpoints=EndpointTable(runtime.registry, prefix))
     state.extra["builtins"] = builtins
+    user_endpoints_of(state)  # route collisions of the user endpoints are logged now
     return state
 
 
@@ -84,7 +86,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
 
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     metrics.enable()
-    builtins = api_routes(prefix)
+    builtins = [*api_routes(prefix), *user_routes(prefix)]
     routes: list[BaseRoute] = [
         *builtins,
         Route("/metrics", metrics_endpoint, methods=["GET"]),
@@ -94,6 +96,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         *openai_routes(),
         *door_routes(),
         *_ui_routes(prefix),
+        user_endpoint_route(prefix),
         Route(f"{prefix}/{{path:path}}", dispatch_controller,
               methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]),
     ]
