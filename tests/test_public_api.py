@@ -19,11 +19,11 @@ PUBLIC = {
     # running it
     "Runtime", "ThreadState", "ExecutionResult", "Registry", "load_project", "validate_project",
     "Event", "EventBus", "Message", "ThreadRecord", "ToolCall", "ToolResult", "Usage",
+    # a user's credential grants, as tools receive them
+    "CredentialGrant", "Credential", "CredentialError",
     # model providers a project defines
     "define_provider", "ProviderDefinition", "ProviderFields", "provider_const", "provider_env", "provider_value",
     "map_reasoning_level",
-    # a user's credential grants, as tools receive them
-    "CredentialGrant", "Credential", "CredentialError",
     # errors and signals
     "StandardAgentsError", "DefinitionError", "ProjectError", "NotFoundError", "ProviderError",
     "InjectionRejected", "ModelRetry",

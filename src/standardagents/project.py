@@ -217,6 +217,10 @@ def _load(root: Path) -> LoadResult:
     add_builtin_tools(registry)
     result.problems.extend(register_providers(registry))
     _load_endpoints(base / "api", root, registry, result)
+    from .skills import add_skills_folder
+
+    for bad_skill in add_skills_folder(registry, base / "skills", lambda file: _rel(file, root)):
+        result.problems.append(Problem(bad_skill.file, bad_skill.message, warning=bad_skill.warning))
     from .mcp import load_mcp_servers
 
     servers, mcp_problems = load_mcp_servers(root)
@@ -239,6 +243,7 @@ def problems_reaching(registry: Registry, problems: list[Problem], agent: str) -
     files: set[str] = set()
     missing: set[str] = set()
     seen: set[tuple[str, str]] = set()
+    uses_skills = False
 
     def visit(kind: str, name: str) -> Any:
         if (kind, name) in seen:
@@ -270,10 +275,13 @@ def problems_reaching(registry: Registry, problems: list[Problem], agent: str) -
             visit_model(fallback)
 
     def visit_prompt(name: str) -> None:
+        nonlocal uses_skills
         found = visit("prompts", name)
         if found is None:
             return
         visit_model(found.model or DEFAULT_MODEL)
+        if found.skills:
+            uses_skills = True
         for include in found.includes():
             visit_prompt(include)
         for hook in found.hooks or []:
@@ -288,7 +296,13 @@ def problems_reaching(registry: Registry, problems: list[Problem], agent: str) -
 
     visit_agent(agent)
     return [p for p in problems
-            if not p.file or p.file in files or (p.broken and _stem(p.file) in missing)]
+            if not p.file or p.file in files or (p.broken and _stem(p.file) in missing)
+            or (uses_skills and _is_skill_file(p.file))]
+
+
+def _is_skill_file(file: str) -> bool:
+    """A file of the project's skills (a prompt that enables skills reaches them all)."""
+    return Path(file).parts[:2] == ("agents", "skills")
 
 
 def _stem(file: str) -> str:
@@ -392,6 +406,14 @@ def check_references(registry: Registry, namespace: str | None = None) -> list[P
         for g in (*prompt.input_guardrails, *prompt.output_guardrails):
             if not registry.has("tools", g, namespace):
                 problems.append(Problem(src, f"guardrails: unknown tool {g!r}", ref=g))
+        if prompt.skills:
+            from .skills import skills_of
+
+            known = skills_of(registry).names(namespace)
+            for name in prompt.skills:
+                if not name.endswith("*") and name not in known:
+                    problems.append(Problem(src, f"skills: no skill {name!r} in agents/skills/ (it can still be "
+                                                 "installed into a thread or for a user at run time)", warning=True))
     for entry in registry.entries("models", namespace):
         model = entry.value
         if model is None or entry.package != namespace:

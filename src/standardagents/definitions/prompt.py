@@ -129,6 +129,23 @@ class PromptDefinition(Definition):
     output_type: Any = None
     #: how many times an answer that does not validate is sent back with its errors
     output_retries: int = Field(default=2, ge=0)
+    #: the skills the model may load: names, ``prefix*`` or ``*`` (every skill the thread can
+    #: use); the model sees their names and descriptions and loads the rest on demand
+    skills: list[str] | None = None
+
+    @field_validator("skills")
+    @classmethod
+    def _skills(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        out: list[str] = []
+        for entry in value:
+            name = entry.strip()
+            if not name or "*" in name[:-1] or any(c.isspace() for c in name):
+                raise ValueError(f"{entry!r} is not a skill name, a name ending in * or *")
+            if name not in out:
+                out.append(name)
+        return out
 
     @field_validator("output_type")
     @classmethod
@@ -207,6 +224,8 @@ class PromptFields(TypedDict, total=False):
     #: a type (Pydantic model, dataclass, TypedDict, a list or union of those) or a JSON Schema
     output_type: Any
     output_retries: int
+    #: skill names, ``prefix*`` or ``*``: the skills the model may load on demand
+    skills: Sequence[str] | None
 
 
 def define_prompt(definition: Mapping[str, Any] | None = None, /, **fields: Unpack[PromptFields]) -> PromptDefinition:

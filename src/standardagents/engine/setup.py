@@ -239,6 +239,15 @@ class Setups:
                     toolbox.tools[binding.name] = session_tool(binding.name, kind, binding.message_property, binding.attachments_property)
         if cfg.stop_tool and cfg.stop_tool not in toolbox.tools and self.rt.registry.has("tools", cfg.stop_tool, namespace):
             toolbox.tools[cfg.stop_tool] = await self.rt.registry.aget("tools", cfg.stop_tool, namespace)
+        if prompt.skills:
+            from ..sandbox.tool import RUN_CODE_TOOL
+            from ..skills import LOAD_SKILL_TOOL, load_skill_tool
+
+            if LOAD_SKILL_TOOL in toolbox.tools:
+                raise DefinitionError([("skills", f"the prompt also offers a tool named {LOAD_SKILL_TOOL!r}, "
+                                                  "the tool that loads skills: rename that tool")],
+                                      source=prompt.source_file or f"prompt {prompt.name!r}")
+            toolbox.tools[LOAD_SKILL_TOOL] = load_skill_tool(prompt.skills, workspace=RUN_CODE_TOOL in toolbox.tools)
         catalogue = None
         if prompt.tool_discovery == "ondemand":
             from ..toolcalls import catalogue_text
@@ -251,7 +260,8 @@ class Setups:
         toolbox.offered = [t.openai_tool() for t in toolbox.tools.values()]
         hooks = await self.hook_set(agent, prompt, namespace)
         static = None
-        if prompt_is_static(prompt, self.rt.registry, namespace):
+        # a prompt with skills lists the thread's skills too: rendered per turn (render_system)
+        if not prompt.skills and prompt_is_static(prompt, self.rt.registry, namespace):
             static = await render_prompt(prompt, None, self.rt.registry, namespace)
             if catalogue:
                 static = f"{static}\n\n{catalogue}" if static else catalogue
@@ -331,4 +341,9 @@ class Setups:
         text = await render_prompt(setup.prompt, state, self.rt.registry, setup.namespace)
         if setup.catalogue:
             text = f"{text}\n\n{setup.catalogue}" if text else setup.catalogue
+        if setup.prompt.skills:
+            # the enabled skills' names and descriptions, read once per turn
+            block = await state.skills.catalogue(setup.prompt.skills)
+            if block:
+                text = f"{text}\n\n{block}" if text else block
         return text

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..exceptions import StandardAgentsError
@@ -16,6 +17,7 @@ from ..sandbox.types import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, CodeExecution
 if TYPE_CHECKING:
     from ..credentials import Credential
     from ..definitions import AgentDefinition
+    from ..skills import SkillsNamespace
     from ..store.records import SubagentRecord
     from .loop import ExecutionResult
     from .runtime import Runtime
@@ -261,6 +263,16 @@ class ThreadState:
 
         return await run_thread_code(self, code, language=language, timeout=timeout, memory_limit=memory_limit,
                                      network=network, files=files)
+
+    # skills --------------------------------------------------------------------------------
+    @cached_property
+    def skills(self) -> SkillsNamespace:
+        """The skills this thread can use (the project's or its package's, its user's, its
+        own): list, read, install from files, remove. Installed ones are read from the store
+        once per ``ThreadState``, that is once per turn."""
+        from ..skills import SkillsNamespace
+
+        return SkillsNamespace(self)
 
     # env -----------------------------------------------------------------------------------
     async def get_env(self, key: str, default: Any = None) -> Any:

@@ -17,6 +17,7 @@ from bisect import bisect_left
 from typing import Any
 
 from ..records import ExecutionRecord, Message
+from ..skills import LOAD_SKILL_TOOL
 from ..store.records import SubagentRecord
 from .digest import CHANGED_KEY, DIGEST_KEY
 from .state import ExecutionState
@@ -119,9 +120,9 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
                      subagents: list[SubagentRecord] | None = None) -> dict[str, Any]:
     """An execution with its steps: each model call and the tool calls it asked for (with the
     person's decision when a call waited for approval, and the child thread when the tool ran a
-    subagent), guardrails that tripped, compactions and errors; the calls still waiting for a
-    decision. ``messages``, ``tool_rows`` and ``subagents`` are the thread's; those of other
-    executions are left out."""
+    subagent), the skills its ``load_skill`` calls loaded, guardrails that tripped, compactions
+    and errors; the calls still waiting for a decision. ``messages``, ``tool_rows`` and
+    ``subagents`` are the thread's; those of other executions are left out."""
     by_call: dict[str, dict[str, Any]] = {}
     for tr in tool_rows:
         if tr.get("tool_call_id"):
@@ -149,6 +150,7 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
         call = meta.get("call") or {}
         trace_id = trace_id or call.get("traceId")
         tool_calls = []
+        skills: list[dict[str, Any]] = []
         for tc in m.tool_calls or ():
             found = by_call.get(tc.id)
             row: dict[str, Any] = found or {}
@@ -165,6 +167,8 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
                 entry["subagent"] = {"threadId": link.child_thread_id, "agent": link.agent, "status": link.status}
                 started.append(entry["subagent"])
             tool_calls.append(entry)
+            if tc.name == LOAD_SKILL_TOOL:
+                skills.append(_skill_loaded(tc.id, tc.arguments, entry["status"]))
         checks.extend(("hooks", e) for e in call.get("hooks") or ())
         checks.extend(("guardrails", e) for e in call.get("guardrails") or ())
         steps.append({
@@ -175,7 +179,7 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
             "usage": m.usage.to_dict() if m.usage is not None else None, "cost": m.cost,
             "latencyMs": call.get("latencyMs"), "ttftMs": call.get("ttftMs"),
             "attempts": call.get("attempts") or [], "toolCalls": tool_calls, "createdAt": m.created_at,
-            "guardrail": meta.get("guardrail"), "hooks": [], "guardrails": [],
+            "guardrail": meta.get("guardrail"), "hooks": [], "guardrails": [], "skills": skills,
         })
     state = record.state or {}
     leftover = state.get("checks") or {}
@@ -219,6 +223,19 @@ def _place_checks(steps: list[dict[str, Any]], checks: list[tuple[str, dict[str,
             target = by_number[numbered[at]] if at < len(numbered) else steps[-1]
         (target[key] if target is not None else rest[key]).append(entry)
     return rest
+
+
+def _skill_loaded(call_id: str, arguments: Any, status: Any) -> dict[str, Any]:
+    """What a ``load_skill`` call of a step loaded: the skill (and the file, when it read
+    one), and whether it succeeded; read from the call as stored, so nothing more is written."""
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        args = None
+    args = args if isinstance(args, dict) else {}
+    name, path = args.get("name"), args.get("path")
+    return {"name": name if isinstance(name, str) else None, "path": path if isinstance(path, str) and path else None,
+            "toolCallId": call_id, "status": status}
 
 
 def _child_thread(result: Any) -> str | None:

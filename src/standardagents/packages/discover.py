@@ -304,6 +304,7 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
                 continue
             registry.add("user_endpoints", name, loader=_signed(loader, "user_endpoints", name, info), package=pid,
                          source=f"{pid}:user_endpoints/{name}")
+        problems += _package_skills(registry, info)
         exported = info.loaders("agents")
         for agent in info.entry_agents:
             if agent not in exported:
@@ -313,6 +314,21 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
         if DEFAULT_MODEL not in info.loaders("models"):
             registry.add("models", DEFAULT_MODEL, loader=_host_default(registry), package=pid, source="(built-in)")
     return problems
+
+
+def _package_skills(registry: Registry, info: PackageInfo) -> list[Problem]:
+    """Register the skills a package carries (its module's ``skills/`` folder) in its own
+    namespace, where only its prompts see them; the problems found, each naming its file."""
+    from ..skills import add_skills_folder
+
+    origin = getattr(info.module, "__file__", None)
+    if origin is None:
+        return []
+    module_dir = Path(origin).parent
+    found = add_skills_folder(registry, module_dir / "skills",
+                              lambda file: f"{info.package_id}/{file.relative_to(module_dir).as_posix()}",
+                              source="package", package=info.package_id)
+    return [Problem(p.file, p.message, warning=p.warning) for p in found]
 
 
 def _origin(entry: Entry) -> str:

@@ -306,6 +306,7 @@ def pack_project(project: str | Path, agent: str, *, out_dir: str | Path | None 
     (package_dir / "definitions" / "__init__.py").write_text("", encoding="utf-8")
     for item in items:
         shutil.copyfile(root / item.source, package_dir / "definitions" / item.kind / f"{item.module}.py")
+    _copy_skills(registry, reach.of_kind("prompts"), package_dir)
 
     effects = sorted(i.name for i in items if i.kind == "effects")
     endpoint_keys = sorted(i.name for i in items if i.kind == "thread_endpoints")
@@ -329,6 +330,23 @@ def pack_project(project: str | Path, agent: str, *, out_dir: str | Path | None 
     if wheel:
         return build_wheel(target)
     return target
+
+
+def _copy_skills(registry: Registry, prompts: list[Entry], package_dir: Path) -> None:
+    """The project's skills that the packed prompts enable travel with the package, under its
+    module's ``skills/`` folder (one folder per skill, named for it), files unchanged."""
+    from ..skills import enabled_skills, skills_of
+
+    own = skills_of(registry).visible(None)
+    wanted: dict[str, Any] = {}
+    for entry in prompts:
+        prompt = entry.value
+        if entry.package is None and isinstance(prompt, PromptDefinition) and prompt.skills:
+            wanted.update((s.name, s) for s in enabled_skills(prompt.skills, own))
+    for name, skill in sorted(wanted.items()):
+        if skill.folder is not None:
+            shutil.copytree(skill.folder, package_dir / "skills" / name,
+                            ignore=shutil.ignore_patterns("__pycache__", ".*"))
 
 
 def _installed_dist(registry: Registry, package_id: str) -> str:
