@@ -147,13 +147,13 @@ async def test_a_user_endpoint_lists_the_callers_threads_as_summaries(
 
 async def test_list_threads_filters_by_metadata_with_offset_and_limit(rt: Runtime, users: Users) -> None:
     alice = users.ids["alice"]
-    made = [await rt.create_thread("helper", user_id=alice, metadata={"project": p, "n": i})
-            for i, p in enumerate(["x", "y", "x", "x", "y"])]
+    for i, p in enumerate(["x", "y", "x", "x", "y"]):
+        await rt.create_thread("helper", user_id=alice, metadata={"project": p, "n": i})
     app = create_app(rt, close_runtime=False)
     user = UserState(app.state.server.hub, await rt.store.get_user(alice))
     listed = await user.list_threads(metadata={"project": "x"}, offset=1, limit=1)
-    newest_first_x = [t.id for t in reversed(made) if t.metadata["project"] == "x"]
-    assert [s.id for s in listed] == newest_first_x[1:2]
+    in_order = await rt.store.list_threads(user_id=alice, top_level=True)  # the store's newest-first order
+    assert [s.id for s in listed] == [t.id for t in in_order if t.metadata["project"] == "x"][1:2]
     assert isinstance(listed[0], UserThreadSummary)
 
 
