@@ -64,6 +64,7 @@ from .mcp import MCPServerDefinition, define_mcp_server
 from .project import load_project, validate_project
 from .records import Message, ThreadRecord, ToolCall, ToolResult, Usage
 from .registry import Registry
+from .skills import SkillFileInput, SkillMetadata, SkillsNamespace
 
 __version__ = "0.1.0"
 
@@ -102,6 +103,9 @@ __all__ = [
     "SessionToolFields",
     "SideConfig",
     "SideFields",
+    "SkillFileInput",
+    "SkillMetadata",
+    "SkillsNamespace",
     "StandardAgentsError",
     "ThreadEndpointDefinition",
     "ThreadRecord",
