@@ -24,6 +24,8 @@ PUBLIC = {
     # model providers a project defines
     "define_provider", "ProviderDefinition", "ProviderFields", "provider_const", "provider_env", "provider_value",
     "map_reasoning_level",
+    # skills: what state.skills lists and installs
+    "SkillMetadata", "SkillFileInput", "SkillsNamespace",
     # errors and signals
     "StandardAgentsError", "DefinitionError", "ProjectError", "NotFoundError", "ProviderError",
     "InjectionRejected", "ModelRetry",
