@@ -41,8 +41,11 @@ from test_server_workers import (
 )
 from test_server_workers import database as database  # the fixture
 
-#: the execution lease (seconds) both servers run with
+#: the execution lease (seconds) both servers run with where a stalled server's turn must move
 LEASE = 2.0
+#: the lease where no turn may move: well above any stall a loaded test machine causes, while
+#: a look for gone processes still runs every third of it
+LONG_LEASE = 9.0
 
 PROJECT = {
     "agents/agents/clerk.py": (
@@ -153,13 +156,13 @@ class Cluster:
     """Two servers (``a``, ``b``) on one database, the model stub, the ledger and a store
     the test reads the outcome from."""
 
-    def __init__(self, tmp_path: Path, database: str, stub: OpenAIStub, token: str) -> None:
+    def __init__(self, tmp_path: Path, database: str, stub: OpenAIStub, token: str, lease: float) -> None:
         self.project = tmp_path / "project"
         _write_files(self.project, {**PROJECT, **_stubbed_model(stub.base_url)})
         self.ledger = tmp_path / "ledger.txt"
         self.ledger.touch()
         self.env = {**_env_without_openai(), "SA_LEDGER": str(self.ledger),
-                    "STANDARDAGENTS_EXECUTION_LEASE": str(LEASE)}
+                    "STANDARDAGENTS_EXECUTION_LEASE": str(lease)}
         self.database = database
         self.headers = {"Authorization": f"Bearer {token}"}
         self.tmp_path = tmp_path
@@ -196,10 +199,11 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def _cluster(tmp_path: Path, database: str) -> AsyncIterator[tuple[Cluster, httpx.AsyncClient]]:
+async def _cluster(tmp_path: Path, database: str,
+                   lease: float = LEASE) -> AsyncIterator[tuple[Cluster, httpx.AsyncClient]]:
     token = await _admin_token(database)
     with OpenAIStub(_model) as stub:
-        cluster = Cluster(tmp_path, database, stub, token)
+        cluster = Cluster(tmp_path, database, stub, token, lease)
         await cluster.store.open()
         try:
             async with httpx.AsyncClient(headers=cluster.headers, timeout=30) as client:
@@ -216,15 +220,15 @@ async def _start_turn(client: httpx.AsyncClient, server: Server) -> tuple[str, s
 
 
 async def test_two_live_servers_with_one_hostname_never_take_each_others_turns(database: str, tmp_path: Path) -> None:
-    async with _cluster(tmp_path, database) as (cluster, client):
+    async with _cluster(tmp_path, database, LONG_LEASE) as (cluster, client):
         a, b = cluster.start("a"), cluster.start("b")
         await _ready(client, a)
         await _ready(client, b)
         thread_id, execution_id = await _start_turn(client, a)
         await _until("the tool to start", lambda: "start c1" in cluster.ledger_lines())
-        # both are pid 1 of their namespaces and share the hostname: for three leases, the
-        # other server's heartbeat looks for gone processes (each look a third of a lease)
-        await asyncio.sleep(3 * LEASE)
+        # both are pid 1 of their namespaces and share the hostname: meanwhile the other
+        # server's heartbeat looks for gone processes twice (each look a third of a lease)
+        await asyncio.sleep(0.8 * LONG_LEASE)
         assert "resuming execution" not in a.output() + b.output()
         running = await cluster.execution(execution_id)
         assert running is not None and running.status == "running"

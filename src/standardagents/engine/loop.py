@@ -287,7 +287,7 @@ class Execution:
             state["subagentCost"] = self.subagent_cost
         if self.options is not None and self.options.state:
             state[OPTIONS_KEY] = self.options.state
-        for key in (DIGEST_KEY, CHANGED_KEY):  # what the turn started with, and how it changed since
+        for key in (DIGEST_KEY, CHANGED_KEY, "resumedFrom", "resumedAt"):  # its start, changes, takeover
             if key in self.record.state:
                 state[key] = self.record.state[key]
         if ex.hooks_run or ex.guardrails_run:

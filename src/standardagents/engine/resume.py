@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from ..definitions import AgentDefinition
     from .runtime import Runtime
 
-__all__ = ["NOT_RUN_AGAIN", "claim_orphan", "definitions_moved", "end_turn", "resume_claimed", "resume_orphans"]
+#: what a record keeps of a takeover: the owner it was taken from, and when (epoch ms)
+TAKEN_KEYS = ("resumedFrom", "resumedAt")
+
+__all__ = ["NOT_RUN_AGAIN", "TAKEN_KEYS", "claim_orphan", "definitions_moved", "end_turn", "resume_claimed", "resume_orphans"]
 
 log = logging.getLogger("standardagents.resume")
 
@@ -77,7 +80,8 @@ async def claim_orphan(rt: Runtime, record: ExecutionRecord, stale_before: int) 
     owner = str(record.state.get("owner", ""))
     if not gone(rt, owner, fresh=record.updated_at >= stale_before):
         return None
-    claimed = replace(record, state={**record.state, "owner": rt.owner, "resumedFrom": owner},
+    taken = {"resumedFrom": owner, "resumedAt": now_ms()}
+    claimed = replace(record, state={**record.state, "owner": rt.owner, **taken},
                       updated_at=max(now_ms(), record.updated_at + 1), epoch=record.epoch + 1)
     if not await rt.store.replace_execution(claimed, expected_status="running", expected_updated_at=record.updated_at):
         return None
@@ -117,7 +121,9 @@ async def resume_claimed(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         rt._resuming.pop(record.id, None)
         # the call's own output type and limits, as the record kept them
         options = TurnOptions.from_state(record.state.get(OPTIONS_KEY))
-        carried = {DIGEST_KEY: record.state.get(DIGEST_KEY)} if changed is None else {CHANGED_KEY: changed}
+        # kept on the record: what the turn started with, and who it was taken from and when
+        carried = {key: record.state[key] for key in TAKEN_KEYS if key in record.state}
+        carried.update({DIGEST_KEY: record.state.get(DIGEST_KEY)} if changed is None else {CHANGED_KEY: changed})
         return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options, record.epoch,
                                         carried)
     finally:
