@@ -1,7 +1,8 @@
 """Credential grants: a user's secret handed to the tools it was granted to, never to the
 model. Real parts throughout: the project's tool (the one docs/credentials.md shows) calls a
-real HTTP stub of a third-party API, the model is the offline test model, the database is a
-SQLite file or PostgreSQL, and the grants API is driven with real API tokens."""
+real HTTP stub of a third-party API, the model is the OpenAI wire stub calling each agent's
+tool once, the database is a SQLite file or PostgreSQL, and the grants API is driven with real
+API tokens."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from standardagents.credentials import (
 )
 from standardagents.events import Event
 from standardagents.server import create_app
+from standardagents.testing import OpenAIStub, StubReply
 from standardagents.testing._server import LoopbackServer
 from store_fixtures import Backend
 
@@ -76,7 +78,25 @@ def _docs_tool() -> str:
     return found[1]
 
 
+#: the arguments the model calls each agent's one tool with
+CALLS = {"list_repos": {"owner": "octocat"}, "peek": {"what": "the token"}, "push_repo": {"name": "demo"}}
+
+
+def model_turn(body: dict[str, Any]) -> StubReply:
+    """The model: call the prompt's tool once, then answer after its result."""
+    if body["messages"][-1]["role"] == "tool":
+        return StubReply(text="Done.")
+    tool = body["tools"][0]["function"]["name"]
+    return StubReply(tool_calls=[(tool, json.dumps(CALLS[tool]))])
+
+
 FILES = {
+    "agents/models/default.py": """
+        import os
+        from standardagents import define_model
+        default = define_model(name="default", provider="openai", model="stub-model",
+                               base_url=os.environ["MODEL_STUB_URL"], max_retries=0)
+    """,
     "agents/agents/coder.py": """
         from standardagents import define_agent
         coder = define_agent(name="coder", side_a={"prompt": "coder_prompt", "stop_on_response": True, "max_steps": 4})
@@ -134,6 +154,7 @@ FILES = {
 class Setup:
     rt: Runtime
     api: FakeGitHub
+    model: OpenAIStub
     secret: str
     alice: str
     bob: str
@@ -154,8 +175,9 @@ class Setup:
 @pytest.fixture
 async def setup(tmp_path: Path, backend: Backend, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Setup]:
     secret = "ghp_" + secrets.token_urlsafe(24)
-    with FakeGitHub(secret) as api:
+    with FakeGitHub(secret) as api, OpenAIStub(model_turn) as model:
         monkeypatch.setenv("GITHUB_API_URL", api.url)
+        monkeypatch.setenv("MODEL_STUB_URL", model.base_url)
         project = write_project(tmp_path / "project", {**FILES, "agents/tools/list_repos.py": _docs_tool()})
         rt = await Runtime.open(project, store=backend.new_store())
         try:
@@ -165,7 +187,7 @@ async def setup(tmp_path: Path, backend: Backend, monkeypatch: pytest.MonkeyPatc
                 user = await rt.store.create_user(name)
                 _, tokens[name] = await rt.store.create_api_token(user.id, name)
                 ids[name] = user.id
-            yield Setup(rt, api, secret, ids["alice"], ids["bob"], tokens)
+            yield Setup(rt, api, model, secret, ids["alice"], ids["bob"], tokens)
         finally:
             await rt.aclose()
 
@@ -185,7 +207,7 @@ def _tool_message(messages: list[Any]) -> Any:
 # using a grant --------------------------------------------------------------------------------
 async def test_a_granted_tool_calls_the_api_with_the_users_secret(setup: Setup) -> None:
     await setup.grant()
-    result = await setup.rt.run("coder", "octocat", user_id=setup.alice)
+    result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.alice)
     tool = _tool_message(await setup.rt.store.list_messages(result.thread_id))
     assert (tool.content, setup.api.authorizations) == ("hello-world, spoon-knife", [f"Bearer {setup.secret}"])
 
@@ -204,12 +226,12 @@ def spans() -> Iterator[InMemorySpanExporter]:
         observability.capture_content(None)
 
 
-async def test_the_secret_is_in_no_message_event_log_record_execution_or_trace(
+async def test_the_secret_reaches_neither_the_model_nor_any_message_event_log_record_execution_or_trace(
         setup: Setup, caplog: pytest.LogCaptureFixture, spans: InMemorySpanExporter) -> None:
     caplog.set_level(logging.DEBUG)
     await setup.grant()
     with setup.rt.subscribe() as sub:
-        result = await setup.rt.run("coder", "octocat", user_id=setup.alice)
+        result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.alice)
         events = _drain(sub)
     store = setup.rt.store
     messages = await store.list_messages(result.thread_id, include_silent=True)
@@ -223,9 +245,12 @@ async def test_the_secret_is_in_no_message_event_log_record_execution_or_trace(
         "log records": "\n".join(f"{r.getMessage()} {r.args!r} {r.__dict__!r}" for r in caplog.records),
         "spans": "\n".join(s.to_json() for s in spans.get_finished_spans()),
         "result": json.dumps(result.to_dict(), default=str),
+        "model requests": json.dumps([setup.model.requests, setup.model.headers]),
     }
-    # the run did use the secret and was traced, so its absence below means something
-    assert (setup.api.authorizations, "execute_tool list_repos" in seen["spans"]) == ([f"Bearer {setup.secret}"], True)
+    # the run did use the secret, was traced and the model read the tool's result, so the
+    # secret's absence below means something
+    assert (setup.api.authorizations, "execute_tool list_repos" in seen["spans"],
+            "hello-world, spoon-knife" in seen["model requests"]) == ([f"Bearer {setup.secret}"], True, True)
     assert {where: setup.secret in text for where, text in seen.items()} == dict.fromkeys(seen, False)
 
 
@@ -240,7 +265,7 @@ async def test_the_secret_is_stored_encrypted(setup: Setup, backend: Backend) ->
 async def test_each_use_is_audited_in_the_threads_logs_without_the_secret(setup: Setup) -> None:
     grant = await setup.grant()
     with setup.rt.subscribe() as sub:
-        result = await setup.rt.run("coder", "octocat", user_id=setup.alice)
+        result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.alice)
         logged = [e.data for e in _drain(sub) if e.type == "log"]
     (row,) = await setup.rt.store.list_logs(result.thread_id)
     tool = _tool_message(await setup.rt.store.list_messages(result.thread_id))
@@ -260,7 +285,7 @@ async def test_a_revoked_grant_is_a_tool_error_the_model_reads(setup: Setup) -> 
         revoked = await c.delete(f"{API}/users/me/grants/github", headers=setup.auth("alice"))
         assert revoked.json()["status"] == "revoked"
         thread = (await c.post(f"{API}/threads", json={"agent": "coder"}, headers=setup.auth("alice"))).json()
-        sent = await c.post(f"{API}/threads/{thread['id']}/messages?wait=true", json={"content": "octocat"},
+        sent = await c.post(f"{API}/threads/{thread['id']}/messages?wait=true", json={"content": "Which repositories does octocat have?"},
                             headers=setup.auth("alice"))
         assert sent.status_code == 200
     tool = _tool_message(await setup.rt.store.list_messages(thread["id"]))
@@ -271,7 +296,7 @@ async def test_a_revoked_grant_is_a_tool_error_the_model_reads(setup: Setup) -> 
 
 async def test_a_tool_the_grant_does_not_name_gets_an_error_and_no_secret(setup: Setup) -> None:
     await setup.grant()
-    result = await setup.rt.run("snoop", "anything", user_id=setup.alice)
+    result = await setup.rt.run("snoop", "Peek at my token.", user_id=setup.alice)
     tool = _tool_message(await setup.rt.store.list_messages(result.thread_id))
     assert tool.content == ("Error: CredentialError: the credential 'github' is not granted to the tool 'peek' "
                             "(only to list_repos): the user may grant it to this tool too")
@@ -279,7 +304,7 @@ async def test_a_tool_the_grant_does_not_name_gets_an_error_and_no_secret(setup:
 
 async def test_a_scope_the_grant_lacks_is_a_tool_error(setup: Setup) -> None:
     await setup.grant(tools=["push_repo"])
-    result = await setup.rt.run("writer", "demo", user_id=setup.alice)
+    result = await setup.rt.run("writer", "Push demo.", user_id=setup.alice)
     tool = _tool_message(await setup.rt.store.list_messages(result.thread_id))
     assert tool.content == ("Error: CredentialError: the credential 'github' is not granted the scope 'repo:write' "
                             "(granted: repo:read)")
@@ -287,7 +312,7 @@ async def test_a_scope_the_grant_lacks_is_a_tool_error(setup: Setup) -> None:
 
 async def test_a_grant_the_user_never_gave_is_a_tool_error_naming_it(setup: Setup) -> None:
     await setup.grant()
-    result = await setup.rt.run("coder", "octocat", user_id=setup.bob)  # alice's grant is not bob's
+    result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.bob)  # alice's grant is not bob's
     tool = _tool_message(await setup.rt.store.list_messages(result.thread_id))
     assert tool.content == ("Error: CredentialError: the user has not granted the credential 'github': ask them to grant it "
                             "(to the tool 'list_repos') if this tool should act for them")
@@ -298,14 +323,14 @@ async def test_an_expired_grant_is_a_tool_error(setup: Setup) -> None:
     # the clock moves on: the stored grant's end is put in the past
     record = await setup.rt.store.get_env(GRANT_SCOPE, grant_scope_id(setup.alice), "github")
     await setup.rt.store.set_env(GRANT_SCOPE, grant_scope_id(setup.alice), "github", {**record, "expiresAt": 1_700_000_000_000})
-    result = await setup.rt.run("coder", "octocat", user_id=setup.alice)
+    result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.alice)
     tool = _tool_message(await setup.rt.store.list_messages(result.thread_id))
     assert tool.content == ("Error: CredentialError: the credential 'github' expired on 2023-11-14T22:13:20Z: "
                             "ask the user to grant it again")
 
 
 async def test_a_refused_use_is_audited_as_a_warning(setup: Setup) -> None:
-    result = await setup.rt.run("coder", "octocat", user_id=setup.alice)
+    result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.alice)
     (row,) = await setup.rt.store.list_logs(result.thread_id)
     assert (row.level, row.message.split(":")[0], row.data["outcome"], row.data["grantId"]) == (
         "warning", "credential 'github' refused to tool 'list_repos'", "refused", None)
@@ -325,7 +350,7 @@ async def test_a_sealed_secret_copied_to_another_user_does_not_open(setup: Setup
     await setup.grant()
     record = await setup.rt.store.get_env(GRANT_SCOPE, grant_scope_id(setup.alice), "github")
     await setup.rt.store.set_env(GRANT_SCOPE, grant_scope_id(setup.bob), "github", record)
-    result = await setup.rt.run("coder", "octocat", user_id=setup.bob)
+    result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.bob)
     tool = _tool_message(await setup.rt.store.list_messages(result.thread_id))
     assert tool.content.startswith("Error: CredentialError: the credential 'github' cannot be read with this server's secret")
     assert setup.api.authorizations == []
@@ -411,5 +436,5 @@ async def test_granting_again_replaces_a_revoked_grant(setup: Setup) -> None:
     await setup.grant()
     await revoke_credential_grant(setup.rt.store, setup.alice, "github")
     await setup.grant()
-    result = await setup.rt.run("coder", "octocat", user_id=setup.alice)
+    result = await setup.rt.run("coder", "Which repositories does octocat have?", user_id=setup.alice)
     assert _tool_message(await setup.rt.store.list_messages(result.thread_id)).content == "hello-world, spoon-knife"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -351,3 +353,47 @@ async def test_user_state_stream_carries_the_users_events(rt: Runtime, users: Us
                 break
     assert (attached, seen[-1].data, user.clients) == (1, {"n": 1}, [])
     assert [e.data["key"] for e in seen[:-1]] == ["attached", "changed"]
+
+
+# typing --------------------------------------------------------------------------------------
+TYPED = '''
+from typing import Any
+
+from starlette.requests import Request
+
+from standardagents import define_user_endpoint
+from standardagents.server.users import UserState
+
+
+@define_user_endpoint(access="public")  # E: define_user_endpoint
+async def anyone(request: Request, user: UserState) -> Any:
+    return None
+
+
+@define_user_endpoint
+async def mine(request: Request, user: UserState) -> Any:
+    await user.list_values(prefx="pref:")  # E: "prefx"
+    await user.list_threads(agnt="helper")  # E: "agnt"
+    await user.list_threads(agent=None, metadata={"project": "x"}, top_level=False, limit=5, offset=0)
+    return [entry.to_dict() for entry in await user.list_values(prefix="pref:", limit=5)]
+'''
+
+
+def test_a_type_checker_flags_a_public_user_endpoint_and_misspelt_options(tmp_path: Path) -> None:
+    (tmp_path / "typed.py").write_text(TYPED)
+    for rel, text in _docs_files().items():
+        target = tmp_path / "docs_project" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--explicit-package-bases", "--no-error-summary",
+                           "--hide-error-context", "--no-pretty", "--cache-dir", str(tmp_path / ".cache"),
+                           "typed.py", "docs_project"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    errors: dict[str, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        found = re.match(r"^(.+?\.py):(\d+): error: (.*)$", line)
+        if found:
+            errors.setdefault(f"{found[1]}:{found[2]}", []).append(found[3])
+    expected = {f"typed.py:{n}": marker for n, text in enumerate(TYPED.splitlines(), 1)
+                for marker in re.findall(r"# E: (.*)$", text)}
+    assert sorted(errors) == sorted(expected), proc.stdout + proc.stderr
+    assert all(any(expected[where] in e for e in got) for where, got in errors.items()), errors

@@ -129,20 +129,8 @@ class Credential:
 
 
 # the tool that is running --------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _RunningTool:
-    tool: Any  # the ToolDefinition
-    call_id: str
-
-    @property
-    def name(self) -> str:
-        """The tool as a grant names it: ``name``, or ``package/name`` for a packed tool."""
-        package = getattr(self.tool, "package", None)
-        package_id = package.get("packageId") if isinstance(package, dict) else None
-        return f"{package_id}/{self.tool.name}" if package_id else str(self.tool.name)
-
-
-_running: ContextVar[_RunningTool | None] = ContextVar("standardagents_running_tool", default=None)
+#: (the ToolDefinition, the call id) of the tool running in this context
+_running: ContextVar[tuple[Any, str] | None] = ContextVar("standardagents_running_tool", default=None)
 
 
 class tool_running:
@@ -152,13 +140,29 @@ class tool_running:
     __slots__ = ("_running", "_token")
 
     def __init__(self, tool: Any, call_id: str) -> None:
-        self._running = _RunningTool(tool, call_id)
+        self._running = (tool, call_id)
 
     def __enter__(self) -> None:
         self._token = _running.set(self._running)
 
     def __exit__(self, *exc: object) -> None:
         _running.reset(self._token)
+
+
+@dataclass(frozen=True, slots=True)
+class _RunningTool:
+    name: str  # as a grant names it: ``name``, or ``package/name`` for a packed tool
+    call_id: str
+
+    @classmethod
+    def now(cls) -> _RunningTool | None:
+        running = _running.get()
+        if running is None:
+            return None
+        tool, call_id = running
+        package = getattr(tool, "package", None)
+        package_id = package.get("packageId") if isinstance(package, dict) else None
+        return cls(f"{package_id}/{tool.name}" if package_id else str(tool.name), call_id)
 
 
 # encryption ----------------------------------------------------------------------------------
@@ -336,7 +340,7 @@ async def use_credential(state: ThreadState, name: str, *, scope: str | None = N
     """The credential ``name`` of the thread's user, for the tool running now (what
     ``state.credential`` does). Raises :class:`CredentialError` with a message the model can
     relay when there is none to hand over; each call is audited in the thread's logs."""
-    tool = _running.get()
+    tool = _RunningTool.now()
     user_id = state.user_id
     grant: CredentialGrant | None = None
     try:
