@@ -358,3 +358,39 @@ async def test_a_server_cut_off_from_the_database_writes_nothing_into_the_turn_t
             await _lost_turn_wrote_nothing(cluster, a, thread_id, execution_id)
     finally:
         await proxy.aclose()
+
+
+async def test_a_turn_whose_writes_cannot_reach_the_database_goes_on_once_it_answers(
+        database: str, tmp_path: Path) -> None:
+    """One server, cut off from the database while its tool runs: the turn's write fails, it
+    stops unsettled (no error, no done sent), and once the database answers again the same
+    server takes it up: one done, the tool run once (its lost result answered as not run again)."""
+    url = httpx.URL(database.replace("postgresql://", "http://", 1))
+    proxy = Proxy(url.port or 5432)
+    await proxy.start()
+    try:
+        async with _cluster(tmp_path, database) as (cluster, client):
+            through_proxy = database.replace(f"{url.host}:{url.port or 5432}", f"127.0.0.1:{proxy.port}", 1)
+            a = cluster.start("a", through_proxy)
+            await _ready(client, a)
+            thread_id, execution_id = await _start_turn(client, a)
+            await _until("the tool to start", lambda: "start c1" in cluster.ledger_lines())
+            proxy.drop()
+            cluster.release_tool()
+            await _until("the turn to stop unsettled", lambda: f"execution {execution_id} of thread {thread_id} "
+                                                               "stops here unsettled" in a.output())
+            proxy.restore()
+
+            async def ended() -> bool:
+                record = await cluster.execution(execution_id)
+                return record is not None and record.status == "complete"
+
+            await _until("the server to take its turn up again", ended)
+            seen = await cluster.outcome(thread_id, execution_id)
+            assert seen["messages"] == [("user", "file c1"), ("assistant", "<calls>"), ("tool", NOT_RUN_AGAIN),
+                                        ("assistant", f"filed ({NOT_RUN_AGAIN})")]
+            assert (seen["record"].epoch, seen["dones"]) == (1, 1)
+            assert "resumedFrom" in seen["record"].state  # taken up again by the only server
+            assert cluster.ledger_lines() == ["start c1", "done c1"]
+    finally:
+        await proxy.aclose()

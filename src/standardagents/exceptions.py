@@ -11,7 +11,8 @@ failure at run time and from a signal the engine uses to steer a turn::
     │   ├── ProviderError          a model endpoint failed (status, body, retriable)
     │   ├── StoreError             the database refused or failed a write
     │   │   ├── UnstorableValueError   a value no database may hold (NUL, surrogate, too long)
-    │   │   └── ExecutionTakenOver     a write of a turn this process no longer owns (fenced)
+    │   │   ├── ExecutionTakenOver     a write of a turn this process no longer owns (fenced)
+    │   │   └── StoreUnavailable       the database could not be reached (connection lost or refused)
     │   └── ToolExecutionError     a tool raised; carries the original exception
     ├── ThreadBusyError            a message came while a turn runs and the busy policy is "reject"
     ├── ShuttingDownError          a new turn asked of a runtime that is draining for a shutdown
@@ -37,6 +38,7 @@ __all__ = [
     "ShuttingDownError",
     "StandardAgentsError",
     "StoreError",
+    "StoreUnavailable",
     "ThreadBusyError",
     "ToolExecutionError",
     "UnstorableValueError",
@@ -150,6 +152,12 @@ class ExecutionTakenOver(StoreError):
         self.epoch = epoch
         super().__init__(f"execution {execution_id} was taken over by another process "
                          f"(this process held it at epoch {epoch}); nothing was written")
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached: the connection was lost, refused or reset. Whether
+    the operation took effect is unknown, so a running turn that meets it stops without
+    settling (another process, or this one once the database answers, goes on with it)."""
 
 
 class UnstorableValueError(StoreError):

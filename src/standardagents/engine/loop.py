@@ -19,7 +19,7 @@ from typing_extensions import TypeVar
 
 from .. import observability as observe
 from ..definitions import AgentDefinition, ModelDefinition, SideConfig, UsageLimits
-from ..exceptions import ExecutionTakenOver, ProviderError, StandardAgentsError
+from ..exceptions import ExecutionTakenOver, ProviderError, StandardAgentsError, StoreUnavailable
 from ..records import ExecutionRecord, Message, now_ms
 from .client_tools import ClientTools
 from .digest import CHANGED_KEY, DIGEST_KEY
@@ -173,6 +173,8 @@ class Execution:
             paused = pause.requests
         except ExecutionTakenOver:
             return self._lost()
+        except StoreUnavailable as exc:
+            return self._abandon(exc)
         except asyncio.CancelledError:
             if self.rt._handing_over:
                 raise  # handed over: left running in the store for another process to resume
@@ -229,6 +231,8 @@ class Execution:
                 await asyncio.shield(self.rt.store.save_execution(self.record))
             except ExecutionTakenOver:
                 return self._lost()
+            except StoreUnavailable as exc:
+                return self._abandon(exc)
             except Exception:
                 log.exception("could not save the end of execution %s", self.record.id)
         result = ExecutionResult(self.thread_id, self.record.id, stop_reason, ex.outcome or stop_reason,
@@ -252,6 +256,19 @@ class Execution:
         return ExecutionResult(self.thread_id, self.record.id, "cancelled", "taken_over", self.last_text,
                                "the turn was taken over by another process", None, None, None, self.created,
                                self.usage, self.cost, self.subagent_usage, self.subagent_cost)
+
+    def _abandon(self, exc: StoreUnavailable) -> ExecutionResult:
+        """The end of a turn whose write could not reach the database: whether it took effect
+        is unknown, so nothing more is written or sent from here. The record stays running:
+        this runtime takes it up again once the database answers (unless another process took
+        it over meanwhile), and that run sends the turn's one ``done``."""
+        self.ex.stopped = True
+        self.rt._abandoned.add(self.record.id)
+        log.warning("execution %s of thread %s stops here unsettled: %s; it goes on once the database answers",
+                    self.record.id, self.thread_id, exc)
+        return ExecutionResult(self.thread_id, self.record.id, "interrupted", "store_unavailable", self.last_text,
+                               str(exc), None, None, None, self.created, self.usage, self.cost,
+                               self.subagent_usage, self.subagent_cost)
 
     def add_subagent(self, result: ExecutionResult[Any]) -> None:
         """Count what a subagent's turn (and its own subagents) spent, apart from this

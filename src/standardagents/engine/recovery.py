@@ -41,6 +41,11 @@ async def try_claim(rt: Runtime, thread_id: str) -> bool:
         return True
     holder = await rt.store.get_env("lock", "", thread_id)
     owner = str(holder.get("owner", "")) if isinstance(holder, dict) else ""
+    if owner == rt.owner and thread_id not in rt._claimed:
+        # left by a turn of this runtime that could not release it (the database was away)
+        if await rt.store.touch_env("lock", "", [thread_id], now, rt.owner):
+            rt._claimed.add(thread_id)
+            return True
     if owner != rt.owner and still_running(owner):
         return False
     if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now,

@@ -56,6 +56,7 @@ async def resume_orphans(rt: Runtime) -> list[str]:
         if record.id in mine:
             continue
         claimed = await claim_orphan(rt, record, stale_before)
+        rt._abandoned.discard(record.id)
         if claimed is None:
             continue  # its process lives, or another runtime claimed it first
         owner = str(record.state.get("owner", ""))
@@ -78,7 +79,9 @@ async def claim_orphan(rt: Runtime, record: ExecutionRecord, stale_before: int) 
     nothing more into it), and noted as being resumed here. None when its process lives or
     another runtime claimed it first."""
     owner = str(record.state.get("owner", ""))
-    if not gone(rt, owner, fresh=record.updated_at >= stale_before):
+    # one this runtime stopped when the database could not be reached is its own to take up
+    abandoned = record.id in rt._abandoned and owner == rt.owner
+    if not abandoned and not gone(rt, owner, fresh=record.updated_at >= stale_before):
         return None
     taken = {"resumedFrom": owner, "resumedAt": now_ms()}
     claimed = replace(record, state={**record.state, "owner": rt.owner, **taken},

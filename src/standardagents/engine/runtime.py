@@ -111,6 +111,9 @@ class Runtime:
         #: own (a heartbeat that found none taken over); a turn about to start a tool after a
         #: stall longer than that asks the store first
         self._owned_at = 0.0
+        #: executions this runtime stopped unsettled when the database could not be reached; it
+        #: takes them up again (as it would a gone process's) once the database answers
+        self._abandoned: set[str] = set()
         #: executions whose message waits in a busy thread's inbox, by id (cancellable)
         self._queued_tasks: dict[str, asyncio.Task[ExecutionResult]] = {}
         self._heartbeat_task: asyncio.Task[None] | None = None

@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from ..exceptions import NotFoundError, StandardAgentsError, StoreError
+from ..exceptions import NotFoundError, StandardAgentsError, StoreError, StoreUnavailable
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
 from ..records import ExecutionRecord, Fence, FileRecord, LogRecord, Message, ThreadRecord, now_ms
 from . import eventops, fileops, ops
@@ -328,6 +328,8 @@ class SQLStore:
         except StandardAgentsError:
             raise
         except (SQLAlchemyError, OSError) as exc:
+            if _unreachable(exc):
+                raise StoreUnavailable(f"{fn.__name__} failed: {_reason(exc)}") from exc
             raise StoreError(f"{fn.__name__} failed: {_reason(exc)}") from exc
 
     async def _checkpoint(self) -> None:
@@ -786,6 +788,17 @@ def _check_thread_fields(fields: dict[str, Any]) -> None:
 def _check_file(thread_id: str, path: str) -> None:
     check_text("thread id", thread_id)
     check_path(path)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a failure means the database could not be reached (rather than refused the
+    statement): a socket error, or a connection SQLAlchemy had to invalidate."""
+    if isinstance(exc, OSError | ConnectionError | TimeoutError):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, OSError | ConnectionError | TimeoutError) or isinstance(exc, InterfaceError)
 
 
 def _reason(exc: BaseException) -> str:
