@@ -204,6 +204,24 @@ async def test_a_prompt_without_skills_gets_neither_the_tool_nor_the_list(stub, 
     assert (_system(stub.requests[0]), _tool_names(stub.requests[0])) == ("You help with documents.", [])
 
 
+async def test_with_on_demand_tools_load_skill_is_in_the_tool_catalogue(stub, open_runtime, tmp_path):
+    project = _project(tmp_path / "p", stub)
+    prompt = project / "agents" / "prompts" / "helper_prompt.py"
+    prompt.write_text(prompt.read_text().replace("tools=[])", 'tools=[], tool_discovery="ondemand")'))
+    rt = await open_runtime(project)
+    stub.queue(StubReply(tool_calls=[("load_tools", json.dumps({"names": ["load_skill"]}))]),
+               StubReply(tool_calls=[("load_skill", json.dumps({"name": "csv-clean"}))]), "Done.")
+    result = await rt.run("helper", "clean this csv")
+    system = _system(stub.requests[0])
+    assert [line for line in system.splitlines() if line.startswith("- ")] == [
+        "- load_skill: Load a skill listed under Skills: returns its instructions and its files; give path to read one file.",
+        "- csv-clean: Tidy CSV files (headers, delimiters, encodings).",
+        "- pdf: Extract text and tables from PDF files. Use when the user mentions a PDF."]
+    assert [_tool_names(r) for r in stub.requests] == [["load_tools"], ["load_tools", "load_skill"],
+                                                      ["load_tools", "load_skill"]]
+    assert (await _tool_results(rt, result.thread_id))[1].content.startswith("Skill csv-clean: ")
+
+
 def test_skills_are_typed_and_checked_on_the_prompt():
     assert define_prompt(name="p", skills=["pdf", "doc-*", "*", "pdf"]).skills == ["pdf", "doc-*", "*"]
     assert define_prompt({"name": "p", "skills": ["pdf"]}).skills == ["pdf"]

@@ -38,8 +38,7 @@ _SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_DESCRIPTION = ("Load a skill listed under Skills in your instructions: returns its instructions and "
-                "the list of its files. Give path to read one of those files.")
+_DESCRIPTION = "Load a skill listed under Skills: returns its instructions and its files; give path to read one file."
 
 
 async def _read(skill: Skill, path: str) -> bytes | None:
