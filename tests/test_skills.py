@@ -10,6 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
+import sysconfig
+import venv
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -331,6 +335,37 @@ async def test_a_packed_skills_problem_names_the_package_file(stub, tmp_path):
     (packed / "standardagent_helper" / "skills" / "pdf" / "SKILL.md").write_text("---\nname: pdf\n---\n", encoding="utf-8")
     assert [str(p) for p in validate_project(host) if not p.warning] == [
         "standardagent-helper/skills/pdf/SKILL.md: description: is missing from the front matter"]
+
+
+def test_an_installed_packs_wheel_carries_its_skills_to_discovery(stub, tmp_path):
+    source = _project(tmp_path / "source", stub, skill_files={"agents/skills/pdf/SKILL.md": PDF_SKILL,
+                                                              "agents/skills/pdf/scripts/extract.py": "print(1)\n"})
+    wheel = pack_project(source, "helper", out_dir=tmp_path / "out", wheel=True)
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = str(env_dir / "bin" / "python")
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    dev_site = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "_dev_dependencies.pth").write_text(f"import site; site.addsitedir({dev_site!r})\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index",
+                    str(wheel)], capture_output=True, text=True, check=True, timeout=120)
+    host = _project(tmp_path / "host", stub, skill_files={}, name="host")
+    script = (
+        "import json, sys\n"
+        "from standardagents.project import load_project\n"
+        "from standardagents.skills import skills_of\n"
+        "registry = load_project(sys.argv[1])\n"
+        "found = [(s.metadata.source, s.metadata.package, s.name, list(s.metadata.files), str(s.folder))\n"
+        "         for s in skills_of(registry).visible('standardagent-helper')]\n"
+        "print(json.dumps({'packed': found, 'host': skills_of(registry).names()}))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "STANDARDAGENTS_", "PYTHON"))}
+    out = subprocess.run([python, "-c", script, str(host)], capture_output=True, text=True, check=False, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"packed": [["package", "standardagent-helper", "pdf", ["scripts/extract.py"],
+                                  str(Path(purelib) / "standardagent_helper" / "skills" / "pdf")]], "host": []}
 
 
 # installed at run time -----------------------------------------------------------------------
