@@ -8,6 +8,7 @@ it, and reached through ``define_model(provider="gateway")``.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -35,35 +36,24 @@ from standardagents.providers.inspect import inspect_request
 from standardagents.providers.openai import OpenAIProvider
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 
-GATEWAY = '''
-from standardagents import define_provider, map_reasoning_level, provider_env, provider_value
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "providers.md"
 
-gateway = define_provider(
-    name="gateway",
-    description="Our OpenAI-compatible gateway",
-    extends="openai",
-    config={
-        "base_url": provider_value("base_url"),
-        "api_key": provider_env("GATEWAY_API_KEY"),
-        "tenant": provider_value("tenant"),
-    },
-    override={"headers": {"X-Tenant": "{tenant}"}, "body": {"gateway_route": "fast"}},
-    reasoning=lambda r: {"reasoning": {"effort": map_reasoning_level(r.level, {"low": "low", "high": "high"})}},
-    models=[
-        {"id": "fast-1", "capabilities": {"context_window": 128000}, "prices": {"input": 0.1, "output": 0.4}},
-        {"id": "think-1", "name": "Thinker", "capabilities": {"reasoning_levels": ["low", "high"], "vision": True}},
-        {"id": "fast-2", "capabilities": {"tools": False}},
-    ],
-)
-'''
+
+def docs_block(first_line: str) -> str:
+    """The python block of docs/providers.md that starts with ``first_line``."""
+    found = re.search(r"```python\n(" + re.escape(first_line) + r"\n.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert found, f"docs/providers.md shows {first_line}"
+    return found[1]
+
+
+GATEWAY = docs_block("# agents/providers/gateway.py")
 
 FILES = {
     "agents/agents/assistant.py": 'from standardagents import define_agent\n'
                                   'assistant = define_agent(name="assistant", side_a={"prompt": "main", "stop_on_response": True})\n',
     "agents/prompts/main.py": 'from standardagents import define_prompt\n'
                               'main = define_prompt(name="main", prompt="You help.", model="fast")\n',
-    "agents/models/fast.py": 'from standardagents import define_model\n'
-                             'fast = define_model(name="fast", provider="gateway", model="fast-1")\n',
+    "agents/models/fast.py": docs_block("# agents/models/fast.py"),
     "agents/providers/gateway.py": GATEWAY,
 }
 
@@ -284,6 +274,14 @@ async def test_a_factory_returning_something_else_is_a_clear_error() -> None:
                                  "(a subclass of standardagents.providers.ModelProvider)")
 
 
+async def test_the_docs_factory_example_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ECHO_PREFIX", raising=False)
+    namespace: dict[str, Any] = {}
+    exec(docs_block("from standardagents import define_provider, provider_env"), namespace)
+    provider = build_defined(namespace["echo"])
+    assert (await provider.request(ask())).text == "> hi"
+
+
 # -- model lists --------------------------------------------------------------------------
 
 async def test_models_are_listed_in_pages(project: Path) -> None:
@@ -360,6 +358,28 @@ async def test_a_defined_provider_maps_reasoning_with_its_own_function(configure
     assert (shown.body["reasoning"], "reasoning_effort" in shown.body) == ({"effort": "high"}, False)
 
 
+async def test_a_models_reasoning_level_reaches_the_endpoint_in_a_turn(stub: OpenAIStub, make_runtime: Any) -> None:
+    from standardagents import define_agent, define_prompt
+
+    rt = await make_runtime(define_agent(name="a", side_a={"prompt": "p", "stop_on_response": True}),
+                            define_prompt(name="p", prompt="Think.", model="thinker"),
+                            define_model(name="thinker", model="o4", base_url=stub.base_url, reasoning="high"))
+    await rt.run("a", "hi")
+    assert stub.requests[0]["reasoning_effort"] == "high"
+
+
+async def test_a_defined_providers_reasoning_mapping_applies_in_a_turn(stub: OpenAIStub, configured: Path,
+                                                                        tmp_path: Path) -> None:
+    root = write_project(configured, {"agents/models/fast.py": 'from standardagents import define_model\n'
+                                      'fast = define_model(name="fast", provider="gateway", model="think-1", reasoning="low")\n'})
+    rt = await Runtime.open(load_project(root), database_url=f"sqlite+aiosqlite:///{tmp_path / 'rt.db'}")
+    try:
+        await rt.run("assistant", "hi")
+    finally:
+        await rt.aclose()
+    assert (stub.requests[0]["reasoning"], "reasoning_effort" in stub.requests[0]) == ({"effort": "low"}, False)
+
+
 # -- inspection ---------------------------------------------------------------------------
 
 async def test_inspection_shows_the_url_headers_and_body_without_sending(stub: OpenAIStub, configured: Path) -> None:
@@ -397,6 +417,17 @@ async def test_a_provider_of_your_own_without_inspection_says_so() -> None:
         await inspect_request(define_model(name="m", provider="opaque", model="x"), [{"role": "user", "content": "hi"}])
     assert str(caught.value) == ("provider 'opaque' cannot show its requests: its instance (OpenAIProvider) "
                                  "has no inspect_request method")
+
+
+async def test_the_docs_openai_compatible_configurations_send_where_they_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
+    namespace: dict[str, Any] = {}
+    exec(docs_block("# agents/models/local.py"), namespace)
+    llama = await inspect_request(namespace["llama"], [{"role": "user", "content": "hi"}])
+    router = await inspect_request(namespace["router"], [{"role": "user", "content": "hi"}])
+    assert (llama.url, llama.body["model"]) == ("http://127.0.0.1:11434/v1/chat/completions", "llama3.2")
+    assert (router.url, router.headers["authorization"], router.headers["x-title"]) == (
+        "https://openrouter.ai/api/v1/chat/completions", "[redacted]", "My agents")
 
 
 # -- definitions and loading --------------------------------------------------------------

@@ -23,6 +23,19 @@ class ModelPrices(Definition):
     cache_write: float | None = Field(default=None, ge=0)
 
 
+class _ModelBody(dict[str, Any]):
+    """A model's ``extra_body`` that also carries the model's reasoning setting: every
+    request built from the model gets the body (``ModelRequest(extra_body=model.extra_body)``),
+    and with it the setting (:class:`~standardagents.providers.base.ModelRequest` reads it),
+    while the body's own contents, and so what is sent or exported, stay as written."""
+
+    __slots__ = ("reasoning",)
+
+    def __init__(self, body: Mapping[str, Any], reasoning: ReasoningConfig) -> None:
+        super().__init__(body)
+        self.reasoning = reasoning
+
+
 class ModelDefinition(Definition):
     """A named model.
 
@@ -61,6 +74,10 @@ class ModelDefinition(Definition):
     @classmethod
     def _reasoning_level(cls, value: Any) -> Any:
         return {"level": value} if isinstance(value, str) else value
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.reasoning is not None and not isinstance(self.extra_body, _ModelBody):
+            object.__setattr__(self, "extra_body", _ModelBody(self.extra_body, self.reasoning))
 
 
 class ModelFields(TypedDict, total=False):

@@ -62,6 +62,10 @@ class ModelRequest:
     #: own parameter, and leaves it out when None
     reasoning: ReasoningConfig | None = None
 
+    def __post_init__(self) -> None:
+        if self.reasoning is None:  # a model definition's body carries its reasoning setting
+            self.reasoning = getattr(self.extra_body, "reasoning", None)
+
 
 @dataclass(slots=True)
 class ModelResponse:

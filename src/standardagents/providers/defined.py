@@ -223,14 +223,14 @@ class DefinedProvider(ModelProvider):
             reasoning = None
         if not body and reasoning is request.reasoning:
             return request
-        return dataclasses.replace(request, reasoning=reasoning,
-                                   extra_body={**body, **request.extra_body} if body else request.extra_body)
+        return dataclasses.replace(request, reasoning=reasoning, extra_body={**body, **request.extra_body})
 
     async def _prepare(self, request: ModelRequest, stream: bool) -> ModelRequest:
         request = self._fields(request)
         if self._on_request is not None:
-            if request is not None:
-                request = dataclasses.replace(request)
+            # the function may change the request and its lists in place: it gets copies
+            request = dataclasses.replace(request, messages=list(request.messages), tools=list(request.tools),
+                                          extra_body=dict(request.extra_body), metadata=dict(request.metadata))
             changed = await _maybe_await(self._on_request(request, self._context(request, stream)))
             if changed is not None:
                 request = changed

@@ -123,6 +123,14 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+def _standard_b64(value: Any) -> str | None:
+    """A signature as the wire spells it: the SDK's JSON dumps bytes in URL-safe base64."""
+    if not value:
+        return None
+    text = str(value).replace("-", "+").replace("_", "/")
+    return text + "=" * (-len(text) % 4)
+
+
 def _signature(blocks: Any, call_id: str | None) -> bytes | None:
     for block in blocks or ():
         if isinstance(block, Mapping) and block.get("type") == SIGNATURE_BLOCK and block.get("call_id") == call_id:
@@ -314,7 +322,7 @@ class GeminiStreamAssembler:
         return out
 
     def _part(self, part: Mapping[str, Any]) -> list[StreamDelta]:
-        signature = part.get("thought_signature")
+        signature = _standard_b64(part.get("thought_signature"))
         if part.get("function_call"):
             call = part["function_call"]
             made = ToolCall(id=str(call.get("id") or _new_call_id()), name=str(call.get("name") or ""),

@@ -103,6 +103,17 @@ def normalize_request(value: Any, *, opaque: bool = False) -> Any:
     return value
 
 
+def _signature_bytes(value: Any) -> bytes | None:
+    """A signature's bytes, from base64 in either alphabet (the API accepts both)."""
+    if not isinstance(value, str):
+        return None
+    text = value.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except ValueError:
+        return None
+
+
 def _call_key(call: dict[str, Any]) -> str:
     return json.dumps([call.get("name"), call.get("args") or {}], sort_keys=True, separators=(",", ":"))
 
@@ -314,7 +325,7 @@ class GeminiStub(ScriptedServer[GeminiReply]):
                 if not isinstance(call, dict):
                     continue
                 expected = self._issued.get(_call_key(call))
-                if expected is not None and part.get("thoughtSignature") != expected:
+                if expected is not None and _signature_bytes(part.get("thoughtSignature")) != _signature_bytes(expected):
                     problems.append(f"Function call is missing a thought_signature in functionCall parts. This is "
                                     f"required for tools to work correctly, and missing thought_signature may lead "
                                     f"to degraded model performance. Additional data, function call `default_api:"
