@@ -486,7 +486,8 @@ class Execution:
             if free:
                 await self._run_tools(side, Message(thread_id=self.thread_id, role="assistant", tool_calls=free), setup)
             await pause_for_approval(self, side, reply, gated)
-        await self.rt.confirm_owned(self)  # after a stall, no tool starts in a turn taken over
+        if not self.rt.owned_recently(self):  # after a stall, no tool starts in a turn taken over
+            await self.rt.confirm_owned(self)
         if len(calls) == 1 or not setup.prompt.parallel_tool_calls:
             outcomes = [await run_tool_call(state, c, setup.toolbox, hooks, default_timeout=self.rt.tool_timeout) for c in calls]
         else:

@@ -383,6 +383,12 @@ class Runtime:
                  claimed: bool = False, options: TurnOptions | None = None) -> Coroutine[Any, Any, ExecutionResult]:
         return turns.execute(self, thread, agent, message, start_side, execution_id, resume, queued, claimed, options)
 
+    def owned_recently(self, execution: Execution) -> bool:
+        """Whether the store confirmed within half a lease that ``execution`` is this
+        runtime's (a heartbeat, or the turn's own claim), so it need not be asked again."""
+        return not execution.taken_over and (
+            asyncio.get_running_loop().time() - max(self._owned_at, execution.owned_at) < self.execution_lease / 2)
+
     async def confirm_owned(self, execution: Execution) -> None:
         """Raise ``ExecutionTakenOver`` when another process took ``execution`` over (asked of
         the store only after a stall: see :func:`.recovery.confirm_owned`)."""

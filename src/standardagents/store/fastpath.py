@@ -78,6 +78,12 @@ class SQLiteFastPath:
         self._upsert_exec = CompiledSQL(ops.UPSERT_EXEC["sqlite"], dialect)
         self._replace_exec = CompiledSQL(ops.REPLACE_EXEC, dialect)
         self._fence_exec = CompiledSQL(ops.FENCE_EXEC, dialect)
+        # the first message of a fenced step is inserted only while the execution still holds
+        # the writer's epoch: the fence is a condition on a write the step makes anyway (the
+        # transaction holds SQLite's write lock, so nothing moves the epoch in between)
+        head, _, values = self._insert_msg.sql.partition(" VALUES (")
+        self._insert_msg_fenced = (f"{head} SELECT {values.rstrip(')')} WHERE EXISTS "
+                                   "(SELECT 1 FROM executions WHERE id = ? AND epoch = ?)")
         self._append_events = CompiledSQL(eventops.APPEND["sqlite"], dialect,
                                           ["stream", "id", "first_id", "count", "events", "ts"])
         self._lists: dict[tuple[bool, bool, bool], CompiledSQL] = {}
@@ -93,14 +99,22 @@ class SQLiteFastPath:
             cursor.execute(plan.sql, plan.params(ops.execution_params(execution)))
             if cursor.rowcount != 1:
                 raise ExecutionTakenOver(execution.id, execution.epoch)
-        elif fence is not None:
+        elif fence is not None and not new_messages:
             plan = self._fence_exec
             cursor.execute(plan.sql, plan.params({"fenced_id": fence.execution_id, "fenced_epoch": fence.epoch}))
             if cursor.rowcount != 1:
                 raise ExecutionTakenOver(fence.execution_id, fence.epoch)
         plan = self._insert_msg
+        fenced = fence if execution is None else None
         for message in new_messages:
-            cursor.execute(plan.sql, plan.params(ops.message_params(message)))
+            if fenced is not None:
+                cursor.execute(self._insert_msg_fenced,
+                               (*plan.params(ops.message_params(message)), fenced.execution_id, fenced.epoch))
+                if cursor.rowcount != 1:
+                    raise ExecutionTakenOver(fenced.execution_id, fenced.epoch)
+                fenced = None
+            else:
+                cursor.execute(plan.sql, plan.params(ops.message_params(message)))
             message.seq = cursor.lastrowid
         if results:
             plan = self._insert_tr
