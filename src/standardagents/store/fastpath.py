@@ -87,6 +87,7 @@ class SQLiteFastPath:
         self._append_events = CompiledSQL(eventops.APPEND["sqlite"], dialect,
                                           ["stream", "id", "first_id", "count", "events", "ts"])
         self._lists: dict[tuple[bool, bool, bool], CompiledSQL] = {}
+        self._thread_execs = CompiledSQL(ops.THREAD_EXECS, dialect)
         self._loads = getattr(dialect, "_json_deserializer", None) or json.loads
 
     def commit_step(self, cursor: Any, new_messages: Sequence[Message],
@@ -135,6 +136,19 @@ class SQLiteFastPath:
         plan = self._append_events
         cursor.executemany(plan.sql, [plan.params(p) for p in eventops.batch_params(rows)])
         return True
+
+    def thread_executions(self, cursor: Any, thread_id: str, status: str) -> list[ExecutionRecord]:
+        """A thread's executions of one status (asked before each turn: is one cut short?)."""
+        plan = self._thread_execs
+        loads = self._loads
+        out: list[ExecutionRecord] = []
+        for raw in cursor.execute(plan.sql, plan.params({"thread_id": thread_id, "status": status})).fetchall():
+            row = list(raw)
+            for i in plan.json_columns:
+                if row[i] is not None:
+                    row[i] = loads(row[i])
+            out.append(ops.execution_from_row(row))
+        return out
 
     def list_messages(self, cursor: Any, thread_id: str, limit: int | None, offset: int,
                       include_silent: bool, include_hidden: bool, newest_first: bool) -> list[Message]:

@@ -72,9 +72,11 @@ __all__ = [
     "INSERT_TR",
     "MSG_COLS",
     "REPLACE_EXEC",
+    "THREAD_EXECS",
     "TOKEN_PREFIX",
     "UPSERT_EXEC",
     "check_fence",
+    "execution_from_row",
     "execution_params",
     "hash_token",
     "list_messages_params",
@@ -421,6 +423,10 @@ FENCE_EXEC = (update(executions)
               .where(executions.c.id == bindparam("fenced_id"), executions.c.epoch == bindparam("fenced_epoch"))
               .values(epoch=bindparam("fenced_epoch")))
 _GET_EXEC = select(*(executions.c[c] for c in _EXEC_COLS)).where(executions.c.id == bindparam("id"))
+#: a thread's executions of one status, oldest first (parameters: ``thread_id``, ``status``)
+THREAD_EXECS = (select(*(executions.c[c] for c in _EXEC_COLS))
+                .where(executions.c.thread_id == bindparam("thread_id"), executions.c.status == bindparam("status"))
+                .order_by(executions.c.created_at, executions.c.id))
 
 
 def execution_params(e: ExecutionRecord) -> dict[str, Any]:
@@ -432,7 +438,7 @@ def execution_params(e: ExecutionRecord) -> dict[str, Any]:
     }
 
 
-def _execution_from_row(r: Sequence[Any]) -> ExecutionRecord:
+def execution_from_row(r: Sequence[Any]) -> ExecutionRecord:
     values = dict(zip(_EXEC_COLS, r, strict=True))
     values["state"] = values["state"] or {}
     return ExecutionRecord(**values)
@@ -492,7 +498,7 @@ def touch_executions(conn: Connection, held: Sequence[Fence], now: int) -> list[
 
 def get_execution(conn: Connection, execution_id: str) -> ExecutionRecord | None:
     row = conn.execute(_GET_EXEC, {"id": execution_id}).first()
-    return _execution_from_row(row) if row is not None else None
+    return execution_from_row(row) if row is not None else None
 
 
 def list_executions(conn: Connection, thread_id: str | None, status: str | None) -> list[ExecutionRecord]:
@@ -502,7 +508,7 @@ def list_executions(conn: Connection, thread_id: str | None, status: str | None)
     if status is not None:
         stmt = stmt.where(executions.c.status == status)
     stmt = stmt.order_by(executions.c.created_at, executions.c.id)
-    return [_execution_from_row(r) for r in conn.execute(stmt)]
+    return [execution_from_row(r) for r in conn.execute(stmt)]
 
 
 # ---------------------------------------------------------------- one step

@@ -561,7 +561,14 @@ class SQLStore:
         return await self._run(ops.get_execution, execution_id, write=False)
 
     async def list_executions(self, *, thread_id: str | None = None, status: str | None = None) -> list[ExecutionRecord]:
+        if self.dialect == "sqlite" and thread_id is not None and status is not None:
+            # asked before every turn (is one of the thread's turns cut short?): on the cursor
+            return await self._run(self._sqlite_thread_executions, thread_id, status, write=False)
         return await self._run(ops.list_executions, thread_id, status, write=False)
+
+    def _sqlite_thread_executions(self, _conn: Connection, thread_id: str, status: str) -> list[ExecutionRecord]:
+        assert self._fast is not None
+        return self._fast.thread_executions(self._cursor, thread_id, status)
 
     # ------------------------------------------------------------ logs
 
