@@ -309,3 +309,22 @@ async def test_a_turn_calls_a_tool_and_answers_through_gemini(
     assert (result.stop_reason, result.text) == ("complete", "It is 42.")
     answer = gemini_stub.requests[1]["contents"][-1]["parts"][0]["functionResponse"]
     assert (answer["name"], answer["response"]) == ("add", {"result": "42"})
+
+
+async def test_the_results_the_provider_ran_itself_are_kept_on_the_stored_reply(
+        gemini_stub: GeminiStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    gemini_stub.queue(GeminiReply(text="Found it.", grounding={"groundingChunks": [
+        {"web": {"uri": "https://example.org/a", "title": "Example"}}]}))
+    registry = build_registry(
+        define_agent(name="finder", side_a={"prompt": "finder", "stop_on_response": True}),
+        define_prompt(name="finder", prompt="Search.", model="flash"),
+        define_model(name="flash", provider="gemini", model="gemini-2.5-flash", base_url=gemini_stub.base_url, max_retries=0))
+    rt = await Runtime.open(registry, database_url=f"sqlite+aiosqlite:///{tmp_path / 'rt.db'}")
+    try:
+        result = await rt.run("finder", "Find the example page.")
+        (reply,) = [m for m in await rt.store.list_messages(result.thread_id) if m.role == "assistant"]
+    finally:
+        await rt.aclose()
+    assert reply.metadata[PROVIDER_RESULTS_KEY] == [
+        {"type": "web_search", "url": "https://example.org/a", "title": "Example", "snippet": None}]

@@ -106,6 +106,8 @@ async def model_step(x: Execution, side: Literal["a", "b"], setup: SideSetup, en
         reply.status = "truncated"
     if response.model:
         reply.metadata["model"] = response.model
+    if response.metadata:  # what the provider ran itself (web search, generated images...), kept on the reply
+        reply.metadata.update(response.metadata)
     step.finish(reply, response, request, history, x._used_model or setup.model, ex)
     cost = reply.cost = x._call_cost
     if cost is not None:
