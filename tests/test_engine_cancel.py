@@ -122,3 +122,22 @@ async def test_a_queued_turn_of_another_process_is_cancelled_there_and_the_runni
                 await relay.aclose()
         for rt in runtimes:
             await rt.aclose()
+
+
+async def test_a_submitted_turn_is_a_handle_on_its_execution(busy: Busy, stub: OpenAIStub) -> None:
+    thread_id, first = await _first_turn(busy, stub)
+    running = await _running_id(busy.rt, thread_id)
+    queued = await busy.rt.submit(thread_id, "later, please")
+    assert queued.id.startswith("exe_") and queued.thread_id == thread_id
+    assert await queued.status() == "queued"
+    assert await queued.cancel() is True
+    assert await queued.status() == "cancelled"
+    assert queued.done()
+    stub.queue("first answer", "third answer")
+    last = await busy.rt.submit(thread_id, "and this")
+    busy.gate.set()
+    assert (await first).text == "first answer"
+    result = await last
+    assert (result.execution_id, result.text) == (last.id, "third answer")
+    assert await last.status() == "complete"
+    assert await busy.rt.store.get_execution(running) is not None

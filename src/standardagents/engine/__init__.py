@@ -1,6 +1,7 @@
 """The engine: threads, executions, sides and stop conditions, tools and hooks."""
 
 from .effects import EffectScheduler
+from .handle import StartOptions, Turn, TurnStatus
 from .hooks import HookExecutionContext, HookSet
 from .loop import Execution, ExecutionResult
 from .runtime import Runtime, SideSetup
@@ -15,5 +16,8 @@ __all__ = [
     "HookSet",
     "Runtime",
     "SideSetup",
+    "StartOptions",
     "ThreadState",
+    "Turn",
+    "TurnStatus",
 ]

@@ -15,7 +15,7 @@ import os
 import socket
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 from ..definitions import (
     AgentDefinition,
@@ -28,7 +28,7 @@ from ..definitions.limits import UsageLimits
 from ..events import EventBus, Subscription
 from ..exceptions import NotFoundError
 from ..providers.base import ModelProvider
-from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult
+from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, new_id
 from ..registry import Registry
 from ..store.base import Store
 from ..toolcalls import CapabilityLatches
@@ -37,6 +37,7 @@ from . import approvals, handover, lifecycle, recovery, threadops, turns
 from . import client_tools as client_tools_mod
 from .client_tools import ClientTools
 from .context import LLMCache
+from .handle import StartOptions, Turn
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
 from .options import TurnOptions
@@ -367,6 +368,14 @@ class Runtime:
                                  metadata=metadata, start_side=start_side, silent=silent, execution_id=execution_id,
                                  output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
                                  busy=busy, sampling=sampling, client_tools=client_tools, model=model, system=system)
+
+    async def submit(self, thread_id: str, content: str | None = None, **options: Unpack[StartOptions]) -> Turn:
+        """Start (or queue) a turn as :meth:`start` does, and return its :class:`Turn`: the
+        execution's id at once, its status, ``cancel()`` for it alone, and its result
+        (``await turn``)."""
+        execution_id = new_id("exe_")
+        task = await self.start(thread_id, content, execution_id=execution_id, **options)
+        return Turn(self, thread_id, execution_id, task)
 
     def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
         """Run an execution task, counted as pending on its thread until it ends."""

@@ -1,0 +1,88 @@
+"""A started turn as one object: its execution id from the start, its status, cancelling it
+(and only it), and its result.
+
+:meth:`Runtime.submit` returns one. The execution, not the thread, is what it controls: a
+thread may hold a running turn and several queued behind it, each with its own handle, and
+cancelling one never touches another (see :meth:`Runtime.cancel`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from ..definitions import BusyPolicy
+    from ..definitions.limits import UsageLimits
+    from .client_tools import ClientTools
+    from .loop import ExecutionResult
+    from .runtime import Runtime
+
+__all__ = ["StartOptions", "Turn", "TurnStatus"]
+
+#: where a turn is: waiting in its thread's inbox, running (or paused for an approval or
+#: client results: ``waiting``), or ended with the record's status
+TurnStatus = Literal["queued", "running", "waiting", "complete", "interrupted", "error", "cancelled"]
+
+
+class StartOptions(TypedDict, total=False):
+    """The options of a turn (documented on :meth:`Runtime.start`), typed for editors and
+    type checkers: a misspelt option is an error before anything runs."""
+
+    role: str
+    attachments: list[dict[str, Any]] | None
+    parts: list[dict[str, Any]] | None
+    side: Literal["a", "b"] | None
+    metadata: dict[str, Any] | None
+    start_side: Literal["a", "b"]
+    silent: bool
+    output_type: Any
+    output_retries: int | None
+    usage_limits: UsageLimits | dict[str, Any] | None
+    busy: BusyPolicy | None
+    sampling: dict[str, Any] | None
+    client_tools: ClientTools | None
+    model: str | None
+    system: str | None
+
+
+class Turn:
+    """One execution started by :meth:`Runtime.submit`. ``await turn`` (or
+    :meth:`result`) gives its :class:`ExecutionResult`."""
+
+    __slots__ = ("_rt", "id", "task", "thread_id")
+
+    def __init__(self, rt: Runtime, thread_id: str, execution_id: str, task: asyncio.Task[ExecutionResult]) -> None:
+        self._rt = rt
+        #: the execution's id: the ``executionId`` of its events and its record
+        self.id = execution_id
+        self.thread_id = thread_id
+        #: the task running it in this process
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"Turn(id={self.id!r}, thread_id={self.thread_id!r}, done={self.task.done()})"
+
+    def __await__(self) -> Generator[Any, None, ExecutionResult]:
+        return self.task.__await__()
+
+    def done(self) -> bool:
+        """Whether its task here has ended (its result is ready)."""
+        return self.task.done()
+
+    async def result(self) -> ExecutionResult:
+        """Wait for its end; its :class:`ExecutionResult`."""
+        return await self.task
+
+    async def status(self) -> TurnStatus:
+        """Where it is now, as the store says (``queued`` until its record exists)."""
+        record = await self._rt.store.get_execution(self.id)
+        if record is None:
+            return "queued"
+        return record.status  # type: ignore[return-value]
+
+    async def cancel(self, *, timeout: float = 10.0) -> bool:  # noqa: ASYNC109 - a bounded wait
+        """Cancel this execution only (queued, running here or on another worker, or
+        waiting); True when it was cancelled, False when it had already ended."""
+        return await self._rt.cancel(self.id, timeout=timeout)
