@@ -416,6 +416,21 @@ async def test_a_skill_installed_for_a_user_reaches_that_users_threads_only(stub
     assert await (await rt.state(other.id)).skills.list() == []
 
 
+async def test_a_name_the_project_defines_is_its_skill_whatever_a_user_installed(stub, open_runtime, tmp_path):
+    source = _project(tmp_path / "source", stub, skill_files={})
+    host = _project(tmp_path / "host", stub, skill_files={"agents/skills/notes/SKILL.md": NOTES_SKILL}, name="host")
+    pack_project(source, "helper", out_dir=host / "agents" / "packed")
+    rt = await open_runtime(host)
+    ada = await rt.store.create_user("ada")
+    packed_thread = await rt.create_thread("helper", user_id=ada.id)
+    theirs = NOTES_SKILL.replace("Keep meeting notes in the house format.", "Notes, the package's way.")
+    await (await rt.state(packed_thread.id)).skills.install({"SKILL.md": theirs}, scope="user")
+    host_state = await rt.state((await rt.create_thread("host", user_id=ada.id)).id)
+    assert [(m.name, m.source, m.description) for m in await host_state.skills.list()] == [
+        ("notes", "project", "Keep meeting notes in the house format.")]
+    assert await host_state.skills.read("notes") == "Start every note with the date."
+
+
 @pytest.mark.parametrize(("files", "problems"), [
     ({"SKILL.md": "no front matter"},
      [("SKILL.md", "has no front matter: it must start with a '---' block holding name and description, "

@@ -61,9 +61,10 @@ class SkillsNamespace:
         return skills_of(self._state.runtime.registry).visible(self._state.namespace)
 
     async def all(self) -> builtins.list[Skill]:
-        """Every skill the thread can use, installed ones first, each name once."""
-        seen: dict[str, Skill] = {}
-        for skill in [*(await self._stored()).values(), *self._defined()]:
+        """Every skill the thread can use, by name. A name the project (or the package) defines
+        is its skill, whatever was installed under it."""
+        seen: dict[str, Skill] = {s.name: s for s in self._defined()}
+        for skill in (await self._stored()).values():
             seen.setdefault(skill.name, skill)
         return sorted(seen.values(), key=lambda s: s.name)
 
@@ -73,10 +74,10 @@ class SkillsNamespace:
 
     async def get(self, name: str) -> Skill | None:
         """One skill by name, or None."""
-        stored = (await self._stored()).get(name)
-        if stored is not None:
-            return stored
-        return skills_of(self._state.runtime.registry).get(name, self._state.namespace)
+        defined = skills_of(self._state.runtime.registry).get(name, self._state.namespace)
+        if defined is not None:
+            return defined
+        return (await self._stored()).get(name)
 
     async def read(self, name: str) -> str:
         """A skill's instructions (the body of its ``SKILL.md``)."""
@@ -96,7 +97,13 @@ class SkillsNamespace:
         return data
 
     async def enabled(self, patterns: Sequence[str]) -> builtins.list[Skill]:
-        """The skills a prompt's ``skills`` list enables in this thread."""
+        """The skills a prompt's ``skills`` list enables in this thread. A list of names the
+        project (or package) defines is answered without reading the store: no installed
+        skill can take such a name."""
+        defined = self._defined()
+        names = {s.name for s in defined}
+        if all(p in names for p in patterns):
+            return enabled_skills(patterns, defined)
         return enabled_skills(patterns, await self.all())
 
     async def catalogue(self, patterns: Sequence[str]) -> str:
