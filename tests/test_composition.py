@@ -251,7 +251,7 @@ async def test_example_debate_ends_on_the_offline_model(quickstart):
 
 
 async def test_example_assistant_calls_the_researcher_subagent_on_the_offline_model(quickstart):
-    result = await quickstart.run("assistant", "What is 12 * 7?")
+    result = await quickstart.run("assistant", "Research the history of tabs and spaces.")
     assert result.stop_reason == "complete"
     [link] = await quickstart.store.list_subagents(result.thread_id)
     assert link.status == "complete" and link.result["outcome"] == "session_stop"

@@ -173,7 +173,7 @@ def test_serve_with_log_format_json_writes_every_line_as_json_and_a_tools_record
                 break
         with httpx.Client(base_url=f"http://127.0.0.1:{port}/api", timeout=30) as client:
             thread = client.post("/threads", json={"agent": "helper"}).json()
-            done = client.post(f"/threads/{thread['id']}/messages?wait=true", json={"content": "hello"}).json()
+            done = client.post(f"/threads/{thread['id']}/messages?wait=true", json={"content": "note hello"}).json()
             execution = client.get(f"/executions/{done['executionId']}").json()
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -184,5 +184,5 @@ def test_serve_with_log_format_json_writes_every_line_as_json_and_a_tools_record
         f"standardagents serving {project} on http://127.0.0.1:{port}/ (API under /api)"]
     (noted,) = [r for r in records if r["logger"] == "mytool"]
     assert {k: noted[k] for k in ("level", "message", "thread_id", "execution_id", "trace_id")} == {
-        "level": "info", "message": "noted hello", "thread_id": thread["id"], "execution_id": done["executionId"],
+        "level": "info", "message": "noted note hello", "thread_id": thread["id"], "execution_id": done["executionId"],
         "trace_id": execution["traceId"]}

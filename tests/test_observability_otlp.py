@@ -104,7 +104,8 @@ def test_a_run_exports_its_span_tree_over_otlp_http(receiver: Receiver, tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_", "STANDARDAGENTS_"))}
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_SERVICE_NAME="otlp-test",
                OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test")
-    done = subprocess.run([str(EXE), "run", str(project), "--agent", "assistant", "What is 6 * 7?"],
+    done = subprocess.run([str(EXE), "run", str(project), "--agent", "assistant",
+                           "What is 6 * 7, what time is it, and can you research both?"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert set(receiver.paths) == {"/v1/traces"}
@@ -131,7 +132,8 @@ def test_a_run_exports_its_metrics_over_otlp_http_when_asked(receiver: Receiver,
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "OPENAI_", "STANDARDAGENTS_"))}
     env.update(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_TRACES_EXPORTER="none",
                OTEL_METRICS_EXPORTER="otlp", OTEL_SERVICE_NAME="otlp-metrics-test")
-    done = subprocess.run([str(EXE), "run", str(project), "--agent", "assistant", "What is 6 * 7?"],
+    done = subprocess.run([str(EXE), "run", str(project), "--agent", "assistant",
+                           "What is 6 * 7, what time is it, and can you research both?"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert set(receiver.paths) == {"/v1/metrics"}  # traces were turned off

@@ -39,7 +39,7 @@ FILES = {
 
 def _check(request: dict[str, Any]) -> None:
     """The pattern's fields, consistent with the flat fields kept beside them."""
-    assert request["interruption"] == {"id": request["id"], "toolName": "wipe", "args": {"target": "the cache"}}
+    assert request["interruption"] == {"id": request["id"], "toolName": "wipe", "args": {"target": "wipe the cache"}}
     assert request["stateToken"] == request["token"]
     assert isinstance(request["stateToken"], str) and request["stateToken"]
 
@@ -72,7 +72,7 @@ async def test_approval_request_carries_interruption_and_state_token_everywhere(
                     return dict(json.loads((await sse.__anext__()).data))
 
                 assert (await next_sse())["type"] == "connected"
-                sent = await c.post(f"{API}/threads/{tid}/messages?wait=true", json={"content": "the cache"})
+                sent = await c.post(f"{API}/threads/{tid}/messages?wait=true", json={"content": "wipe the cache"})
                 assert sent.json()["outcome"] == "approval_required"
 
                 async def next_ws() -> dict[str, Any]:
@@ -104,7 +104,7 @@ async def test_approval_request_on_the_bus_and_in_the_result(tmp_path: Path, bac
     rt = await Runtime.open(root, store=backend.new_store())
     try:
         sub = rt.subscribe()
-        paused = await rt.run("ops", "the cache")
+        paused = await rt.run("ops", "wipe the cache")
         events = []
         while not sub.queue.empty():
             events.append(sub.queue.get_nowait())

@@ -268,7 +268,7 @@ async def test_the_inspector_timeline_matches_the_executions_api(browser: Any, a
     await expect(page.locator("#inspector-totals")).to_have_attribute("data-tokens", str(total))
     # and a turn that another client started
     async with httpx.AsyncClient(base_url=app_server.base_url) as api:
-        done = await api.post(f"/api/threads/{thread_id}/messages?wait=true", json={"content": "from the API"})
+        done = await api.post(f"/api/threads/{thread_id}/messages?wait=true", json={"content": "add from the API"})
         assert done.status_code == 200, done.text
     await expect(turns).to_have_count(3)
     # a tool card reads the same after a reload as it did live

@@ -1,11 +1,20 @@
-"""An offline, deterministic model for tests: calls every offered tool, then summarises.
+"""An offline, deterministic model for tests and demos: it calls the tools a message is about,
+then answers from their results.
 
 Asked for structured output (``response_format`` json_schema), its final answer is a JSON
 value built from the schema, so typed agents run offline too.
 
-It needs no network and no key, so agents can be tested end to end in milliseconds. By
-default it exercises every tool once with arguments generated from the tool's JSON Schema;
-a ``script`` replaces that with exact replies when a test needs a particular conversation.
+It needs no network and no key, so agents can be tested end to end in milliseconds. It
+chooses the way a sensible model would, by plain word matching (no learning involved): a tool
+is called when the last user message shares a word with the tool's name or description
+("What time is it?" calls ``current_time``; arithmetic such as "12 * 7" calls a tool about
+arithmetic, adding or calculating), a message about none of the tools gets a plain answer,
+and a bare go-ahead ("go", "again", "continue") calls every offered tool. Arguments come
+from the message where they fit the schema: the arithmetic for an expression parameter, the
+message's numbers for number parameters, a timezone-looking token for a timezone, the whole
+message for the first free-text parameter without a default; the schema fills in the rest.
+After the results it answers in words from them ("12 * 7 = 84"). A ``script`` replaces all
+of that with exact replies when a test needs a particular conversation.
 
 It follows its instructions only as far as they can be read without understanding them: a
 text reply quotes the first sentence of the system prompt (so each side of a debate shows the
@@ -14,12 +23,13 @@ when...") is a closing move, made only once the model has replied at least once,
 tool's own defaults.
 
 It obeys ``tool_choice`` the way an endpoint must: ``none`` makes no tool call, ``required``
-at least one (the closing tools too, and again after results), and a named tool only that
-tool.
+at least one (every offered tool, the closing ones too, and again after results), and a named
+tool only that tool.
 """
 
 from __future__ import annotations
 
+import ast
 import collections
 import json
 import re
@@ -38,7 +48,7 @@ from .base import (
     ToolCallDelta,
 )
 
-__all__ = ["ScriptItem", "TestModelProvider", "arguments_for_schema", "value_for_schema"]
+__all__ = ["ScriptItem", "TestModelProvider", "arguments_for_schema", "arithmetic_in", "tools_about", "value_for_schema"]
 
 ScriptItem = ModelResponse | str | dict[str, Any] | BaseException
 Script = Sequence[ScriptItem] | Callable[[ModelRequest], ScriptItem]
@@ -150,23 +160,205 @@ def _object_for(schema: dict[str, Any], defs: dict[str, Any], depth: int) -> dic
 
 
 def arguments_for_schema(schema: dict[str, Any], hint: str | None = None) -> dict[str, Any]:
-    """Arguments that validate against a tool's parameter schema (required properties only).
+    """Arguments that validate against a tool's parameter schema (required properties only, or
+    every property when the schema lists none as required).
 
-    With ``hint`` (the user's last message), the first free-text argument carries it, so an
-    offline demo passes the user's words to its tools."""
+    With ``hint`` (the user's last message), values are drawn from it where they fit: the
+    arithmetic in it for an expression parameter, its numbers for number parameters (in order,
+    within the schema's bounds), a timezone-looking token for a timezone parameter, and the
+    whole message for the first free-text parameter that has no default."""
     defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
     args = _object_for(schema, defs, 0)
     if hint:
-        props: dict[str, Any] = schema.get("properties") or {}
-        for key in args:
-            prop = props.get(key) or {}
-            if prop.get("type") == "string" and not ({"enum", "const", "format", "pattern"} & set(prop)):
-                limit = prop.get("maxLength")
-                text = hint if limit is None else hint[: int(limit)]
-                if len(text) >= int(prop.get("minLength", 0)):
-                    args[key] = text
-                break
+        _fill_from_message(args, schema.get("properties") or {}, hint)
     return args
+
+
+def _free_text(prop: dict[str, Any]) -> bool:
+    return prop.get("type") == "string" and not ({"enum", "const", "format", "pattern"} & set(prop))
+
+
+def _fits_length(text: str, prop: dict[str, Any]) -> bool:
+    limit = prop.get("maxLength")
+    return len(text) >= int(prop.get("minLength", 0)) and (limit is None or len(text) <= int(limit))
+
+
+def _fits_number(value: float, prop: dict[str, Any]) -> bool:
+    if prop.get("minimum") is not None and value < prop["minimum"]:
+        return False
+    if prop.get("maximum") is not None and value > prop["maximum"]:
+        return False
+    if prop.get("exclusiveMinimum") is not None and value <= prop["exclusiveMinimum"]:
+        return False
+    if prop.get("exclusiveMaximum") is not None and value >= prop["exclusiveMaximum"]:
+        return False
+    multiple = prop.get("multipleOf")
+    return not multiple or float(value / multiple).is_integer()
+
+
+def _about(key: str, prop: dict[str, Any], words: tuple[str, ...]) -> bool:
+    text = f"{key} {prop.get('description') or ''}".lower().replace("_", " ")
+    return any(word in text for word in words)
+
+
+def _fill_from_message(args: dict[str, Any], props: dict[str, Any], message: str) -> None:
+    expression = arithmetic_in(message)
+    numbers = _NUMBER.findall(_symbolic(message))
+    timezone = _TIMEZONE.search(message)
+    whole_given = False
+    for key in args:
+        prop = props.get(key) or {}
+        kind = prop.get("type")
+        if kind in ("integer", "number"):
+            while numbers:
+                token = numbers.pop(0)
+                value: float = float(token)
+                if kind == "integer" and not value.is_integer():
+                    continue
+                if _fits_number(value, prop):
+                    args[key] = int(value) if kind == "integer" else value
+                    break
+            continue
+        if not _free_text(prop):
+            continue
+        if _about(key, prop, ("expression", "arithmetic", "formula", "calculation", "equation", "math")):
+            if expression and _fits_length(expression, prop):
+                args[key] = expression
+            continue
+        if _about(key, prop, ("timezone", "time zone", "tz")):
+            if timezone and _fits_length(timezone.group(0), prop):
+                args[key] = timezone.group(0)
+            continue
+        if not whole_given and "default" not in prop:
+            whole_given = True
+            text = message if prop.get("maxLength") is None else message[: int(prop["maxLength"])]
+            if len(text) >= int(prop.get("minLength", 0)):
+                args[key] = text
+
+
+# -- reading a message: its arithmetic, numbers, timezone and what it is about -------------------
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*[A-Za-z])")
+_OPERAND = r"[-(]*\s*\d+(?:\.\d+)?\s*\)*"
+_EXPRESSION = re.compile(rf"{_OPERAND}(?:\s*(?:\*\*|[-+*/%])\s*{_OPERAND})+")
+_WORD_OPERATORS = (
+    (re.compile(r"(?<=\d)\s*(?:[x×]|times|multiplied\s+by)\s*(?=[-(]?\s*\d)", re.I), " * "),
+    (re.compile(r"(?<=\d)\s*(?:÷|divided\s+by|over)\s*(?=[-(]?\s*\d)", re.I), " / "),
+    (re.compile(r"(?<=\d)\s+plus\s+(?=[-(]?\s*\d)", re.I), " + "),
+    (re.compile(r"(?<=\d)\s+minus\s+(?=[-(]?\s*\d)", re.I), " - "),
+    (re.compile(r"(?<=\d)\s*\^\s*(?=[-(]?\s*\d)"), " ** "),
+)
+_TIMEZONE = re.compile(
+    r"\b(?:[A-Z][a-z]+(?:_[A-Z][a-z]+)*/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?"
+    r"|(?:UTC|GMT)(?:[+-]\d{1,2}(?::?\d{2})?)?"
+    r"|[ECMP][SD]T|CES?T|BST|IST|JST|AEST|AEDT)\b")
+
+
+def _symbolic(text: str) -> str:
+    """``text`` with operator words and signs ("times", "x", "÷", "^") written as Python's."""
+    for pattern, operator in _WORD_OPERATORS:
+        text = pattern.sub(operator, text)
+    return text
+
+
+def _balanced(span: str) -> str:
+    """``span`` without the parentheses it does not close or open."""
+    span = span.strip()
+    while span.startswith("(") and span.count("(") > span.count(")"):
+        span = span[1:].lstrip()
+    while span.endswith(")") and span.count(")") > span.count("("):
+        span = span[:-1].rstrip()
+    return span
+
+
+def arithmetic_in(text: str) -> str | None:
+    """The arithmetic expression a message holds ("What is 12 x 7?" -> "12 * 7"), or None: the
+    longest run of numbers joined by operators that parses, with "plus", "times", "x", "÷" and
+    "^" read as the operators they name."""
+    found = []
+    for match in _EXPRESSION.finditer(_symbolic(text)):
+        span = " ".join(_balanced(match.group(0)).split())
+        try:
+            ast.parse(span, mode="eval")
+        except SyntaxError:
+            continue
+        found.append(span)
+    return max(found, key=len, default=None)
+
+
+_STOPWORDS = frozenset("""
+a about above after again all also am an and any are as at be been before being below between both but by can
+could current did do does doing done for from get give had has have having he her here hers him his how i if in
+into is it its just know let like make may me might more most much must my need no nor not now of off on once
+only or other our out over please put same say see shall she should show so some such tell than thank thanks
+that the their them then there these they this those through to too under up us use using very want was we
+were what when where which while who whom why will with would yes you your yours
+question answer return thing something way help information info result
+""".split())
+
+#: words that name the same thing: a message using one is about a tool using another
+_RELATED = (
+    ("arithmetic", "calculate", "calculator", "calculation", "compute", "evaluate", "expression", "math",
+     "maths", "add", "sum", "plus", "subtract", "minus", "multiply", "product", "divide", "quotient",
+     "number", "integer"),
+    ("time", "clock", "date", "today", "hour", "day", "timezone"),
+    ("weather", "forecast", "temperature", "rain", "sunny"),
+    ("research", "investigate", "study"),
+    ("search", "find", "lookup"),
+    ("buy", "purchase", "pay", "payment", "charge", "bill", "invoice", "price", "cost", "order", "shop"),
+    ("wipe", "clean", "clear", "erase", "delete", "remove", "purge"),
+)
+
+#: a message made only of these asks the model to go ahead with whatever its tools do
+_GO_AHEAD = frozenset("go again continue proceed run start do it now please more and yes ok okay sure next "
+                      "ahead try retry once one the tools tool".split())
+
+
+def _stem(word: str) -> str:
+    for suffix, keep in (("ations", 5), ("ation", 5), ("ing", 5), ("ers", 5), ("er", 5), ("ies", 4), ("es", 5),
+                         ("ed", 5), ("s", 4)):
+        if word.endswith(suffix) and len(word) >= keep + len(suffix) - 1 and not word.endswith("ss"):
+            stem = word[: -len(suffix)]
+            return stem + "y" if suffix == "ies" else stem
+    return word
+
+
+_RELATED_STEMS = [frozenset(_stem(w) for w in group) for group in _RELATED]
+
+
+def _words(text: str) -> list[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
+    return re.findall(r"[a-z]+", spaced.lower())
+
+
+def _topics(text: str, *, expand: bool) -> set[str]:
+    """The stems of a text's meaningful words; with ``expand``, their related words too."""
+    stems = {_stem(w) for w in _words(text) if w not in _STOPWORDS and len(w) > 1}
+    if expand:
+        for group in _RELATED_STEMS:
+            if stems & group:
+                stems |= group
+    return stems
+
+
+def _message_topics(message: str) -> set[str]:
+    topics = _topics(_symbolic(message), expand=True)
+    if arithmetic_in(message):
+        topics |= next(g for g in _RELATED_STEMS if _stem("arithmetic") in g)
+    return topics
+
+
+def _go_ahead(message: str) -> bool:
+    words = _words(message)
+    return bool(words) and not re.search(r"\d", message) and all(w in _GO_AHEAD for w in words)
+
+
+def tools_about(message: str, tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The offered tools (function objects) a message is about, in the order offered: those
+    whose name or description shares a word (or a related word) with it."""
+    wanted = _message_topics(message)
+    return [fn for fn in tools
+            if wanted & _topics(f"{fn.get('name', '')} {fn.get('description') or ''}", expand=False)]
 
 
 def value_for_schema(schema: dict[str, Any]) -> Any:
@@ -252,6 +444,59 @@ def _has_replied(request: ModelRequest) -> bool:
     return any(m.get("role") == "assistant" and _content_text(m.get("content")) for m in request.messages)
 
 
+
+def _result_message(content: str) -> str | None:
+    """The words of a result that is a JSON object carrying them (a subagent's ``message``,
+    with the names of the files it attached)."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    words = next((" ".join(data[key].split()) for key in ("message", "summary", "answer", "text")
+                  if isinstance(data.get(key), str) and data[key].strip()), None)
+    files = [str(a.get("name") or a.get("path")) for a in data.get("attachments") or [] if isinstance(a, dict)]
+    if words is not None and files:
+        words += f" (attached: {', '.join(files)})"
+    return words
+
+
+def _answer_from(recent: Sequence[dict[str, Any]], results: Sequence[dict[str, Any]]) -> str:
+    """The final answer from a step's tool results, in words: arithmetic as ``expr = value``,
+    a result carrying a message as that message, anything else as ``Tool results: name -> result``."""
+    calls: dict[str, tuple[str, str]] = {}
+    for message in recent:
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            calls[str(call.get("id"))] = (str(fn.get("name", "")), str(fn.get("arguments") or ""))
+    said: list[str] = []
+    listed: list[str] = []
+    for result in results:
+        name, arguments = calls.get(str(result.get("tool_call_id")), (str(result.get("name") or "tool"), ""))
+        content = _content_text(result.get("content")).strip()
+        expression = None
+        try:
+            values = json.loads(arguments) if arguments else {}
+        except ValueError:
+            values = {}
+        if isinstance(values, dict):
+            expression = next((v for v in values.values() if isinstance(v, str) and arithmetic_in(v) == v), None)
+        words = _result_message(content)
+        if expression is not None and re.fullmatch(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", content):
+            said.append(f"{expression} = {content}")
+        elif expression is not None and expression in content and "=" in content and "\n" not in content:
+            said.append(_truncate(content))
+        elif words is not None:
+            said.append(_truncate(words, 200))
+        else:
+            listed.append(f"{name} -> {_truncate(content)}")
+    text = "; ".join(said)
+    if listed:
+        text = (text + ". " if text else "") + "Tool results: " + "; ".join(listed)
+    return text
+
+
 class TestModelProvider(ModelProvider):
     """A model that answers without a network, the same way every time.
 
@@ -320,14 +565,20 @@ class TestModelProvider(ModelProvider):
         replied = _has_replied(request)
         offered = [tool.get("function") or tool for tool in request.tools]
         due = [fn for fn in offered if str(fn.get("name", "")) not in closing or replied]
+        hint = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else ""
         forced = _forced_choice(request)
-        if forced == "none":
+        if forced is None:
+            # left to itself, it calls what the message is about (a closing move once it replied)
+            open_tools = [fn for fn in due if str(fn.get("name", "")) not in closing]
+            wanted = open_tools if _go_ahead(hint) else tools_about(hint, open_tools)
+            due = [fn for fn in due if fn in wanted or str(fn.get("name", "")) in closing]
+        elif forced == "none":
             due = []
         elif forced == "required":
             due = due or offered
             if not due:
                 raise self._refusal("tool_choice 'required' needs at least one tool, and the request offers none")
-        elif forced is not None:
+        else:
             name = forced.removeprefix("tool:")
             due = [fn for fn in offered if fn.get("name") == name]
             if not due:
@@ -335,25 +586,16 @@ class TestModelProvider(ModelProvider):
                                     f"(it offers {', '.join(repr(fn.get('name')) for fn in offered) or 'none'})")
         if due and (not results or forced is not None):
             calls = []
-            hint = _content_text(request.messages[last_user].get("content")) if last_user >= 0 else None
             for fn in due:
                 name = str(fn.get("name", "tool"))
-                args = arguments_for_schema(fn.get("parameters") or {}, None if name in closing else hint)
+                args = arguments_for_schema(fn.get("parameters") or {}, None if name in closing else hint or None)
                 calls.append(ToolCall(id=self._next_id(), name=name, arguments=json.dumps(args)))
             return ModelResponse(tool_calls=calls)
         if results:
-            names: dict[str, str] = {}
-            for message in recent:
-                for call in message.get("tool_calls") or []:
-                    names[str(call.get("id"))] = str((call.get("function") or {}).get("name", ""))
-            parts = []
-            for result in results:
-                name = names.get(str(result.get("tool_call_id")), result.get("name") or "tool")
-                parts.append(f"{name} -> {_truncate(_content_text(result.get('content')))}")
             structured = _structured_schema(request)
             if structured is not None:
                 return ModelResponse(text=json.dumps(value_for_schema(structured)))
-            return ModelResponse(text="Tool results: " + "; ".join(parts))
+            return ModelResponse(text=_answer_from(recent, results))
         structured = _structured_schema(request)
         if structured is not None:
             return ModelResponse(text=json.dumps(value_for_schema(structured)))
