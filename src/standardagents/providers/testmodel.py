@@ -310,7 +310,7 @@ _RELATED = (
 )
 
 #: a message made only of these asks the model to go ahead with whatever its tools do
-_GO_AHEAD = frozenset("go again continue proceed run start do it now please more and yes ok okay sure next "
+_GO_AHEAD = frozenset("go on again continue proceed run start do it now please more and yes ok okay sure next "
                       "ahead try retry once one the tools tool".split())
 
 
