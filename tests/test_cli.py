@@ -54,12 +54,13 @@ def test_validate_lists_every_broken_reference_with_its_file(tmp_path: Path) -> 
     result = runner.invoke(app, ["validate", str(tmp_path)])
     assert result.exit_code == 1
     out = result.output
-    for expected in ("agents/agents/a.py: side_a.prompt: unknown prompt 'missing_prompt'",
-                     "agents/agents/a.py: hooks: unknown hook id 'nope'",
-                     "agents/prompts/p.py: tools: unknown tool 'ghost'",
-                     "agents/prompts/p.py: model: unknown model 'no_model'",
-                     "agents/prompts/q.py: duplicate prompt name 'p'",
-                     "not a snake_case name", "side_b", "tool_description", "stop_tool_response_property"):
+    for expected in ("agents/agents/a.py: line 2: side_a.prompt: unknown prompt 'missing_prompt'",
+                     "agents/agents/a.py: line 2: hooks: unknown hook id 'nope'",
+                     "agents/prompts/p.py: line 2: tools: unknown tool 'ghost'",
+                     "agents/prompts/p.py: line 2: model: unknown model 'no_model'",
+                     "agents/prompts/q.py: line 2: duplicate prompt name 'p'",
+                     "agents/agents/bad.py: line 2: name: 'Bad-Name' is not a snake_case name",
+                     "side_b", "tool_description", "stop_tool_response_property"):
         assert expected in out, expected
     assert "Traceback" not in out
 

@@ -121,7 +121,7 @@ def test_run_without_agent_uses_the_only_primary_agent(tmp_path: Path) -> None:
 
 def test_run_without_agent_and_several_primary_ones_lists_them_when_it_cannot_ask(tmp_path: Path) -> None:
     done = _cli("run", str(_project(tmp_path)), "hi", env=_env(tmp_path))
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error: the command line must say which
     assert "choose one with --agent (assistant, debate)" in done.stderr
     assert "researcher" not in done.stderr
 
@@ -226,7 +226,7 @@ def test_run_exit_codes_tell_how_the_turn_ended(tmp_path: Path) -> None:
     assert tripped.returncode == 3, tripped.stderr
     failed = _cli("run", str(project), "--agent", "broken", "hello", env=env)
     assert failed.returncode == 1, failed.stderr
-    limited = _cli("run", str(project), "--agent", "busy", "hello", env=env)
+    limited = _cli("run", str(project), "--agent", "busy", "echo hello", env=env)
     assert limited.returncode == 5, limited.stderr
 
 

@@ -6,7 +6,6 @@ for bugs only (``STANDARDAGENTS_DEBUG=1`` shows them anyway).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shlex
@@ -17,16 +16,64 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from .exceptions import DefinitionError, StandardAgentsError
 
 __all__ = ["app", "main"]
+
+#: commands that live beside the parts they drive (server, packages, effects, documents):
+#: name -> (module, attribute, one-line help). They are imported when run, so a start that
+#: does not run them (``--version``, ``--help``, ``init``) never loads the engine or the server.
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "pack": (".packages.cli", "pack_command", "Pack an agent and everything it reaches into a Python distribution."),
+    "unpack": (".packages.cli", "unpack_command",
+               "Turn a packed package back into editable project files (same package, next version)."),
+    "packages": (".packages.cli", "packages_command",
+                 "List the packed packages a project sees, with the parent hooks each entry agent adds."),
+    "import": (".documents.cli", "import_command",
+               "Write an agent document into a project as agent, prompt and model files."),
+    "export": (".documents.cli", "export_command",
+               "Write a project agent as a cubicecho.agent/1 document (no API key is ever written)."),
+    "mcp": (".server.doors.cli", "mcp_command",
+            "Serve the project's agents as MCP tools over stdin/stdout (for desktop apps and IDEs)."),
+    "tokens": (".server.cli", "tokens_app", "Create, list and revoke API tokens."),
+    "effects": (".effects_cli", "effects_app", "List, cancel and run scheduled effects."),
+    "threads": (".threads_cli", "threads_app", "List threads and show the steps of their turns."),
+}
+
+
+class _LazyCommands(TyperGroup):
+    """The root command group: listed and described without importing the commands in
+    ``LAZY_COMMANDS``; one is imported when it is run (or its own help or completion is asked)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        # commands first, then groups (as typer lists them), each kind in the order declared
+        names = super().list_commands(ctx)
+        first_group = next((i for i, n in enumerate(names) if isinstance(self.commands[n], TyperGroup)), len(names))
+        waiting = [name for name in LAZY_COMMANDS if name not in self.commands]
+        commands = [n for n in waiting if not LAZY_COMMANDS[n][1].endswith("_app")]
+        groups = [n for n in waiting if LAZY_COMMANDS[n][1].endswith("_app")]
+        return [*names[:first_group], *commands, *names[first_group:], *groups]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in LAZY_COMMANDS:  # listed in help or completion: its line only
+            return TyperCommand(cmd_name, help=LAZY_COMMANDS[cmd_name][2])
+        return found
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in LAZY_COMMANDS and args[0] not in self.commands:
+            self.commands[args[0]] = _load_lazy(args[0])
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
     name="standardagents",
     help="Run Standard Agents projects: chat with agents, serve them over HTTP, pack and share them.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=_LazyCommands,
 )
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -67,6 +114,13 @@ def _root(
     """Run Standard Agents projects: chat with agents, serve them over HTTP, pack and share them."""
 
 
+def _run_async(coroutine: Any) -> Any:
+    """Run a command's coroutine (asyncio is imported only by the commands that need it)."""
+    import asyncio
+
+    return asyncio.run(coroutine)
+
+
 def fail(message: str, code: int = 1) -> None:
     """Print one clear error line and exit."""
     err.print(f"[bold red]error:[/] {escape(message)}")
@@ -83,8 +137,10 @@ def _guard(fn: Any) -> Any:
         what = "the agent document does not load" if str(exc.source or "").endswith(".json") or any(
             str(w).endswith(".json") or ".json" in str(w) for w, _ in exc.problems) else "the project does not validate"
         err.print(f"[bold red]error:[/] {what}:")
+        root = Path(exc.source) if exc.source and not str(exc.source).endswith(".json") else None
         for where, msg in exc.problems:
-            err.print(escape(f"  {where}: {msg}" if where else f"  {msg}"))
+            shown = with_line(root, where, msg) if root is not None and where else msg
+            err.print(escape(f"  {where}: {shown}" if where else f"  {msg}"))
         raise typer.Exit(1) from None
     except StandardAgentsError as exc:
         fail(str(exc))
@@ -97,6 +153,45 @@ def _guard(fn: Any) -> Any:
         fail(f"{type(exc).__name__}: {exc}")
 
 
+#: the exit code of a command line that is wrong (an unknown agent, a choice left to make)
+EXIT_USAGE = 2
+
+
+def with_line(root: Path | None, file: str, message: str) -> str:
+    """``message`` about ``file`` (relative to the project ``root``) led by the line it is
+    about, when the message does not say it already: the line naming what the message quotes
+    (an unknown name, a duplicate), else the field it names, else the file's first
+    ``define_`` call. The project loads definitions by running files, so a definition's
+    problems carry its file and field; the line is found in the file's text."""
+    import re
+
+    path = (root / file) if root is not None else Path(file)
+    if re.match(r"line \d+\b", message) or not path.is_file():
+        return message
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return message
+    quoted = re.findall(r"'([^'\n]{1,200})'", message)
+    fields = [part for part in re.split(r"[.\[\]]", message.split(":", 1)[0]) if part.isidentifier()][::-1]
+    patterns = [re.compile(rf"""(['"]){re.escape(value)}\1""") for value in quoted]
+    for field in fields:
+        camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field)
+        for name in dict.fromkeys((field, camel)):
+            patterns.append(re.compile(rf"""\b{name}\s*=|(['"]){name}\1\s*:"""))
+    patterns.append(re.compile(r"\bdefine_\w+\s*\(|^\s*@define_"))
+    for pattern in patterns:
+        for number, text in enumerate(lines, 1):
+            if pattern.search(text):
+                return f"line {number}: {message}"
+    return message
+
+
+def usage_error(message: str) -> None:
+    """A command line that cannot be run as written: one line, exit code 2."""
+    fail(message, EXIT_USAGE)
+
+
 ProjectArg = Annotated[Path, typer.Argument(help="The project folder (the one holding agents/).")]
 DbOpt = Annotated[str | None, typer.Option("--database-url", envvar="STANDARDAGENTS_DATABASE_URL", help="SQLAlchemy URL; default: SQLite under .standardagents/.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Use this model definition for every prompt.")]
@@ -104,7 +199,23 @@ ModelOpt = Annotated[str | None, typer.Option("--model", help="Use this model de
 
 @app.command()
 def init(directory: Annotated[Path, typer.Argument(help="Where to create the project.")] = Path("my-agents")) -> None:
-    """Create a working starter project (an assistant with two tools and a hook)."""
+    """Create a starter project that runs at once: an assistant, a debate and a researcher.
+
+    Writes DIRECTORY/agents/ (a copy of the quickstart example) and nothing else:
+
+    agents/: assistant (a calculator, a clock and the researcher as tools), debate (two AI
+    sides argue, the skeptic gives the verdict) and researcher (a subagent the assistant
+    calls).
+
+    prompts/: what each side is told (assistant_prompt, debate_advocate, debate_skeptic,
+    researcher_lead, researcher_reviewer).
+
+    tools/: calculate, current_time, conclude, save_notes, report_progress, deliver_findings.
+
+    hooks/: count_tool_calls (a running count per thread).
+
+    It answers on the offline test model until OPENAI_API_KEY is set or agents/models/ names
+    a model. A folder that already holds agents/ is left untouched."""
     from .scaffold import create_project
 
     _guard(lambda: create_project(directory))
@@ -122,7 +233,11 @@ def validate(project: ProjectArg) -> None:
     problems.extend(_shadowed_routes(project))
     errors = [p for p in problems if not p.warning]
     for p in problems:
-        (err if not p.warning else out).print(f"{'[red]error[/]' if not p.warning else '[yellow]warning[/]'}: {escape(str(p))}")
+        if p.warning:
+            out.print(f"[yellow]warning[/]: {escape(str(p))}")
+        else:
+            shown = f"{p.file}: {with_line(project, p.file, p.message)}" if p.file else p.message
+            err.print(f"[red]error[/]: {escape(shown)}")
     if errors:
         err.print(f"[bold red]{len(errors)} problem(s)[/] in {project}")
         raise typer.Exit(1)
@@ -152,9 +267,9 @@ def _choose_agent(names: list[str], given: str | None) -> str:
     if len(names) == 1:
         return names[0]
     if not names:
-        fail("the project has no primary agent; name one with --agent")
+        usage_error("the project has no primary agent; name one with --agent")
     if not sys.stdin.isatty():
-        fail(f"the project has several agents; choose one with --agent ({', '.join(names)})")
+        usage_error(f"the project has several agents; choose one with --agent ({', '.join(names)})")
     for i, name in enumerate(names, 1):
         err.print(f"  {i}. {escape(name)}")
     while True:
@@ -184,6 +299,9 @@ def _project_for_agent(project: Path, agent: str | None) -> tuple[Any, str]:
     blocking = problems_reaching(registry, errors, name)
     if blocking:
         raise ProjectError([(p.file, p.message) for p in blocking], source=str(project))
+    if not registry.has("agents", name):
+        known = [e.name for e in registry.entries("agents") if e.value is not None]
+        usage_error(f"unknown agent {name!r}; the project's agents: {', '.join(sorted(known)) or 'none'}")
     if errors:
         err.print(f"[yellow]warning:[/] {len(errors)} problem(s) elsewhere in the project do not affect "
                   f"{escape(name)} (standardagents validate {escape(str(project))} lists them)")
@@ -201,37 +319,25 @@ def side_labels(registry: Any, agent: str) -> dict[str, str]:
     return labels
 
 
+def _rich_output() -> bool:
+    """Whether stdout is a terminal that shows Rich's rendering (a pipe gets plain text)."""
+    return bool(out.is_terminal and not out.is_dumb_terminal)
+
+
 async def _print_turn(sub: Any, task: Any, labels: dict[str, str] | None = None) -> Any:
     """Print one execution's events as they come, until its ``done``; returns its result."""
-    printed_text = False
-    current_side: str | None = None
-    while True:
-        event = await sub.get()
-        t, d = event.type, event.data
-        if t == "message_chunk":
-            side = d.get("side")
-            if side and side != current_side:
-                current_side = side
-                out.print(f"\n[bold cyan]{escape((labels or {}).get(side, side.upper()))}[/]: ", end="")
-            out.print(d["delta"], end="", markup=False)
-            printed_text = True
-        elif t == "reasoning_chunk":
-            out.print(f"[dim]{escape(d['delta'])}[/]", end="")
-        elif t == "tool_call_started":
-            progress = f" {d['progress']}" if d.get("progress") else ""
-            out.print(f"\n[dim]▸ {escape(d['name'] + progress)}[/]")
-        elif t == "tool_call_done":
-            mark = "[green]✓[/]" if d["status"] == "success" else f"[red]✗ {escape(str(d.get('error', '')))}[/]"
-            out.print(f"[dim]  {escape(d['name'])}[/] {mark}")
-        elif t == "guardrail":
-            out.print(f"\n[yellow]guardrail {escape(str(d.get('guardrail')))} stopped the {d.get('kind')}: {escape(str(d.get('info')))}[/]")
-        elif t == "error":
-            out.print(f"\n[red]error: {escape(str(d.get('message')))}[/]")
-        elif t == "done":
-            break
+    from .turn_view import TurnView
+
+    view = TurnView(out, rich=_rich_output(), labels=labels)
+    try:
+        while True:
+            event = await sub.get()
+            if event.type == "done":
+                break
+            view.handle(event)
+    finally:
+        view.close()
     result = await task
-    if printed_text:
-        out.print()
     if result.outcome in ("session_stop", "session_fail") and (result.payload or {}).get("message"):
         who = (labels or {}).get(result.stopped_by or "", "")
         verb = "concluded" if result.outcome == "session_stop" else "gave up"
@@ -262,6 +368,7 @@ async def _stream_run(rt: Any, thread_id: str, message: str | None, *, show_reas
                       interactive: bool = False, project: str = "PROJECT", labels: dict[str, str] | None = None) -> Any:
     """Send a message and print the reply as it streams, with tool activity. Ctrl-C stops the
     turn (the partial reply is kept); approvals are asked for when ``interactive``."""
+    import asyncio
     import signal
 
     loop = asyncio.get_running_loop()
@@ -348,7 +455,7 @@ def run(
         finally:
             await rt.aclose()
 
-    code = _guard(lambda: asyncio.run(main()))
+    code = _guard(lambda: _run_async(main()))
     raise typer.Exit(code)
 
 
@@ -405,7 +512,7 @@ def chat(
         finally:
             await rt.aclose()
 
-    raise typer.Exit(_guard(lambda: asyncio.run(main())))
+    raise typer.Exit(_guard(lambda: _run_async(main())))
 
 
 def _shadowed_routes(project: Path) -> list[Any]:
@@ -422,13 +529,29 @@ def _shadowed_routes(project: Path) -> list[Any]:
     return [Problem("agents/api", text) for text in shadowed_thread_endpoints(registry)]
 
 
-def _preflight(project: Path, database_url: str | None) -> None:
+def _preflight(project: Path, database_url: str | None, *, lenient: bool = False) -> Any:
     """Check the project and the database before serving, so a mistake is one clear line
-    rather than a failed server start-up."""
-    from .project import load_project
+    rather than a failed server start-up; returns the loaded registry.
+
+    ``lenient`` (``dev``): a file that does not load is reported with its line and the rest
+    of the project is served, as ``run`` runs the agents a broken file does not reach."""
+    from .exceptions import ProjectError
+    from .project import load_project, load_project_problems
     from .store import open_store
 
-    registry = load_project(project)
+    if lenient:
+        registry, problems = load_project_problems(project)
+        errors = [p for p in problems if not p.warning]
+        if not registry.root or not (Path(registry.root) / "agents").is_dir():
+            raise ProjectError([(p.file, p.message) for p in errors], source=str(project))
+        for problem in errors:
+            shown = f"{problem.file}: {with_line(project, problem.file, problem.message)}" if problem.file else problem.message
+            err.print(f"[red]error[/]: {escape(shown)}")
+        if errors:
+            err.print(f"[yellow]warning:[/] {len(errors)} problem(s): serving the rest of the project; what reaches "
+                      "these files answers with an error until they are fixed (a saved fix is picked up at once)")
+    else:
+        registry = load_project(project)
     shadowed = _shadowed_routes(project)
     if shadowed:
         for problem in shadowed:
@@ -440,7 +563,32 @@ def _preflight(project: Path, database_url: str | None) -> None:
         await store.open()
         await store.close()
 
-    asyncio.run(check())
+    _run_async(check())
+    return registry
+
+
+#: modules the first turn imports on its way (the step loop's parts, the providers' helpers)
+FIRST_TURN_MODULES = (".engine", ".engine.composition", ".providers.reasoning", ".providers.testmodel")
+
+
+def warm_first_turn(registry: Any) -> None:
+    """Import now, before serving, what the first turn would import on its way: the engine's
+    lazily imported parts and, for each provider the project's models use, its SDK and HTTP
+    client (built once and closed: its imports and TLS set-up are then done). A provider that
+    cannot be built here (a missing extra or key) is left to report itself on first use."""
+    import importlib
+
+    from .providers.factory import ProviderSpec, build_provider
+
+    for module in FIRST_TURN_MODULES:
+        importlib.import_module(module, __package__)
+    kinds = {entry.value.provider for entry in registry.entries("models") if entry.value is not None}
+    for kind in sorted(kinds):
+        try:
+            provider = build_provider(ProviderSpec(provider=kind, api_key="warm-up", max_retries=0))
+            _run_async(provider.aclose())
+        except Exception:  # warming is best effort: the first turn reports the problem
+            continue
 
 
 def _refuse_sqlite_workers(project: Path, database_url: str | None, workers: int) -> None:
@@ -541,10 +689,12 @@ def serve(
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
     _set_trace_url(trace_url)
     _use_log_format(log_format)
-    _guard(lambda: _preflight(project, database_url))
+    registry = _guard(lambda: _preflight(project, database_url))
     if workers > 1:
         _refuse_sqlite_workers(project, database_url, workers)
     _check_port(host, port)
+    if workers == 1:
+        warm_first_turn(registry)  # each of several workers is a process of its own
     _announce(log_format, f"[bold]standardagents[/] serving {escape(str(project))} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev,
                               watch=reload_project, log_format=log_format, graceful_timeout=graceful_timeout))
@@ -561,16 +711,19 @@ def dev(
 ) -> None:
     """Serve for local development: a local user is implied and every saved change to the
     project (endpoints too) is served at once; a broken file is reported with its line while
-    the last good version keeps answering."""
+    the last good version keeps answering (at start, the rest of the project is served)."""
     from .server import run_server
 
     _set_trace_url(trace_url)
     _use_log_format(log_format)
-    _guard(lambda: _preflight(project, database_url))
+    registry = _guard(lambda: _preflight(project, database_url, lenient=True))
     _check_port(host, port)
+    warm_first_turn(registry)
     _announce(log_format, f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
-    _guard(lambda: run_server(project, host=host, port=port, database_url=database_url, dev=True, watch=True,
-                              log_format=log_format))
+    # the registry already loaded (what loaded of it) is served: Runtime.open takes a Registry
+    # as well as a folder, and run_server hands it on
+    _guard(lambda: run_server(registry, host=host, port=port, database_url=database_url, dev=True,
+                              watch=True, log_format=log_format))
 
 
 @app.command()
@@ -601,7 +754,7 @@ def approve(
         finally:
             await rt.aclose()
 
-    raise typer.Exit(_guard(lambda: asyncio.run(main())))
+    raise typer.Exit(_guard(lambda: _run_async(main())))
 
 
 schema_app = typer.Typer(help="Print JSON Schemas (for editors' autocompletion).", no_args_is_help=True)
@@ -616,27 +769,21 @@ def schema_agent_document() -> None:
     sys.stdout.write(json.dumps(document_schema(), indent=2) + "\n")
 
 
-def _mount_commands() -> None:
-    """Commands that live beside the parts they drive (server, packages, effects, documents)."""
-    from .documents.cli import export_command, import_command
-    from .effects_cli import effects_app
-    from .packages.cli import pack_command, packages_command, unpack_command
-    from .server.cli import tokens_app
-    from .server.doors.cli import mcp_command
-    from .threads_cli import threads_app
+def _load_lazy(name: str) -> Any:
+    """The click command of a command that lives beside the part it drives, imported now."""
+    import importlib
 
-    app.add_typer(tokens_app, name="tokens", help="Create, list and revoke API tokens.")
-    app.add_typer(effects_app, name="effects", help="List, cancel and run scheduled effects.")
-    app.add_typer(threads_app, name="threads", help="List threads and show the steps of their turns.")
-    app.command("pack")(pack_command)
-    app.command("unpack")(unpack_command)
-    app.command("packages")(packages_command)
-    app.command("import")(import_command)
-    app.command("export")(export_command)
-    app.command("mcp")(mcp_command)
+    import typer.main
 
-
-_mount_commands()
+    module, attribute, help_text = LAZY_COMMANDS[name]
+    target = getattr(importlib.import_module(module, __package__), attribute)
+    holder = typer.Typer(add_completion=False)
+    holder.callback()(lambda: None)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name, help=help_text)
+    else:
+        holder.command(name)(target)
+    return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ asked for), read from the same records the HTTP API serves.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from .effects_cli import DbOpt, _when, _with_runtime
+from .turn_view import short_arguments
 
 __all__ = ["threads_app"]
 
@@ -44,6 +46,21 @@ def _tokens(usage: dict[str, Any] | None) -> str:
     return f"{usage.get('prompt_tokens', 0)} in / {usage.get('completion_tokens', 0)} out"
 
 
+def _state(records: list[Any]) -> str:
+    """A thread's state in a word or two: its newest turn's, or that it waits for a person."""
+    waiting = sum(len([p for p in r.state.get("pending") or () if p.get("id") not in (r.state.get("decisions") or {})])
+                  for r in records if r.status == "waiting")
+    if waiting:
+        return f"waiting for approval ({waiting})" if waiting > 1 else "waiting for approval"
+    if any(r.status == "running" for r in records):
+        return "running"
+    if not records:
+        return "new"
+    newest = max(records, key=lambda r: r.created_at)
+    outcome = newest.state.get("outcome")
+    return str(outcome if outcome and outcome != "response" else newest.stop_reason or newest.status)
+
+
 @threads_app.command("list")
 def list_command(
     project: ProjectOpt = Path("."),
@@ -52,17 +69,26 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     database_url: DbOpt = None,
 ) -> None:
-    """List threads, newest first, with their executions, tokens and cost."""
+    """List threads, newest first, with their state (a turn waiting for approval says so),
+    turns, tokens and cost; a subagent's threads are listed under the thread that started them."""
+
+    async def row(rt: Any, t: Any, depth: int) -> dict[str, Any]:
+        records = await rt.store.list_executions(thread_id=t.id)
+        tokens = sum(int((r.state.get("usage") or {}).get("total_tokens", 0)) for r in records)
+        costs = [r.state["cost"] for r in records if r.state.get("cost") is not None]
+        children = []
+        if depth < 8:
+            for child in reversed(await rt.store.list_threads(parent_id=t.id, limit=1000)):
+                children.append(await row(rt, child, depth + 1))
+        return {"id": t.id, "agent": t.agent, "title": t.title, "parentId": t.parent_id, "state": _state(records),
+                "executions": len(records), "tokens": tokens, "cost": sum(costs) if costs else None,
+                "updatedAt": t.updated_at, "children": children}
 
     async def body(rt: Any) -> list[dict[str, Any]]:
-        rows = []
-        for t in await rt.store.list_threads(agent=agent, limit=limit):
-            records = await rt.store.list_executions(thread_id=t.id)
-            tokens = sum(int((r.state.get("usage") or {}).get("total_tokens", 0)) for r in records)
-            costs = [r.state["cost"] for r in records if r.state.get("cost") is not None]
-            rows.append({"id": t.id, "agent": t.agent, "title": t.title, "executions": len(records),
-                         "tokens": tokens, "cost": sum(costs) if costs else None, "updatedAt": t.updated_at})
-        return rows
+        # a subagent's thread is shown under its parent (with --agent, threads of that agent
+        # are listed wherever they are)
+        found = await rt.store.list_threads(agent=agent, limit=limit, top_level=agent is None)
+        return [await row(rt, t, 0) for t in found]
 
     rows = _with_runtime(project, database_url, body)
     if as_json:
@@ -71,10 +97,21 @@ def list_command(
     if not rows:
         out.print("No threads.")
         return
-    table = Table("thread", "agent", "title", "turns", "tokens", "cost", "updated")
+    table = Table("thread", "agent", "title", "state", "turns", "tokens", "cost", "updated")
+    table.columns[0].no_wrap = True
+    table.columns[3].no_wrap = True
+
+    def add(r: dict[str, Any], depth: int) -> None:
+        indent = "  " * (depth - 1) + "└ " if depth else ""
+        state = r["state"]
+        shown = f"[yellow]{escape(state)}[/]" if state.startswith("waiting") else escape(state)
+        table.add_row(indent + r["id"], escape(r["agent"]), escape(r["title"] or ""), shown, str(r["executions"]),
+                      str(r["tokens"]), _cost(r["cost"]), _when(r["updatedAt"]))
+        for child in r["children"]:
+            add(child, depth + 1)
+
     for r in rows:
-        table.add_row(r["id"], r["agent"], r["title"] or "", str(r["executions"]), str(r["tokens"]), _cost(r["cost"]),
-                      _when(r["updatedAt"]))
+        add(r, 0)
     out.print(table)
 
 
@@ -97,28 +134,30 @@ def _checks(node: Any, hooks: list[dict[str, Any]], guardrails: list[dict[str, A
 
 @threads_app.command("show")
 def show_command(
-    thread_id: Annotated[str, typer.Argument(help="The thread's id (threads list shows them).")],
+    thread_id: Annotated[str, typer.Argument(help="The thread's id, or the start of it (threads list shows them).")],
     project: ProjectOpt = Path("."),
     as_json: Annotated[bool, typer.Option("--json", help="Print the executions with their steps as JSON.")] = False,
     database_url: DbOpt = None,
 ) -> None:
     """Show a thread's turns as a tree of steps: model calls with tokens, cost and timing,
-    the tool calls each asked for, and the hooks and guardrails that ran for it."""
+    the tool calls each asked for (with the decision on each that needed approval, and the
+    calls still waiting for one), and the hooks and guardrails that ran for it."""
     from .engine.steps import execution_detail
-    from .exceptions import StandardAgentsError
 
-    async def body(rt: Any) -> tuple[Any, list[dict[str, Any]]]:
+    async def body(rt: Any) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
         thread = await rt.store.get_thread(thread_id)
         if thread is None:
-            raise StandardAgentsError(f"unknown thread {thread_id!r} (threads list shows them)")
-        records = sorted(await rt.store.list_executions(thread_id=thread_id), key=lambda r: r.created_at)
+            thread = await _by_prefix(rt, thread_id)
+        records = sorted(await rt.store.list_executions(thread_id=thread.id), key=lambda r: r.created_at)
         # the thread is read once for all its turns
-        messages = await rt.store.list_messages(thread_id)
-        rows = await rt.store.list_tool_results(thread_id)
-        links = await rt.store.list_subagents(thread_id)
-        return thread, [execution_detail(r, messages, rows, links) for r in records]
+        messages = await rt.store.list_messages(thread.id)
+        rows = await rt.store.list_tool_results(thread.id)
+        links = await rt.store.list_subagents(thread.id)
+        pending = await rt.pending_approvals(thread.id)
+        return thread, [execution_detail(r, messages, rows, links) for r in records], pending
 
-    thread, executions = _with_runtime(project, database_url, body)
+    thread, executions, pending = _with_runtime(project, database_url, body)
+    tokens = {(p["executionId"], p["id"]): p["token"] for p in pending}
     if as_json:
         out.print_json(json.dumps({"id": thread.id, "agent": thread.agent, "title": thread.title,
                                    "executions": executions}, default=str))
@@ -140,10 +179,43 @@ def show_command(
                 snode.add(f"[yellow]failed[/] {attempt['model']}: {attempt['error']}")
             for call in step["toolCalls"]:
                 repaired = "  repaired" if call["repaired"] else ""
-                snode.add(f"tool {call['name']}  {call['status'] or 'no result'}  {_ms(call['durationMs'])}{repaired}")
+                line = (f"tool {escape(call['name'])}  {call['status'] or 'no result'}  {_ms(call['durationMs'])}"
+                        f"{repaired}{_decision(call.get('approval'))}")
+                if call.get("subagent"):
+                    child = call["subagent"]
+                    line += f"  subagent {child['threadId']} ({escape(str(child['agent']))}, {child['status']})"
+                snode.add(line)
             _checks(snode, step.get("hooks") or [], step.get("guardrails") or [])
         checks = ex.get("checks") or {}
         _checks(node, checks.get("hooks") or [], checks.get("guardrails") or [])
         for error in ex["errors"]:
             node.add(f"[red]error[/] {error['code']}: {error['message']}")
+        for call in ex.get("waitingForApproval") or ():
+            waiting = node.add(f"[yellow]waiting for approval[/]: {escape(str(call['name']))}"
+                               f"({escape(short_arguments(call.get('arguments')))})")
+            token = tokens.get((ex["id"], call["id"]))
+            if token is not None:
+                command = f"standardagents approve {shlex.quote(str(project))} {token}"
+                waiting.add(f"approve: {escape(command)}   deny: add --deny")
     out.print(root)
+
+
+def _decision(approval: Any) -> str:
+    """How a call that needed approval was decided, for its line."""
+    if not isinstance(approval, dict):
+        return ""
+    reason = f" ({escape(str(approval['reason']))})" if approval.get("reason") else ""
+    return f"  [green]approved[/]{reason}" if approval.get("approved") else f"  [red]denied[/]{reason}"
+
+
+async def _by_prefix(rt: Any, prefix: str) -> Any:
+    """The one thread whose id starts with ``prefix``; an error names none or the several."""
+    from .exceptions import StandardAgentsError
+
+    matches = [t for t in await rt.store.list_threads(limit=100_000) if t.id.startswith(prefix)] if prefix else []
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise StandardAgentsError(f"unknown thread {prefix!r} (threads list shows them)")
+    raise StandardAgentsError(f"{prefix!r} starts {len(matches)} thread ids ({', '.join(t.id for t in matches[:5])}"
+                              f"{', ...' if len(matches) > 5 else ''}); give more of the id")

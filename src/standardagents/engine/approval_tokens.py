@@ -9,6 +9,8 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+from itsdangerous.encoding import base64_encode
+from itsdangerous.serializer import Serializer
 
 from ..exceptions import StandardAgentsError
 from ..records import now_ms
@@ -51,14 +53,25 @@ async def signing_secret(store: Store) -> str:
     return stored if isinstance(stored, str) and stored else candidate
 
 
+class _TokenSerializer(URLSafeTimedSerializer):
+    """Signed, timed, URL-safe tokens whose payload is never compressed: a compressed payload
+    starts the token with a dot, which reads like a typo on a command line (and some shells'
+    completion hides it). Reading accepts both, so tokens made before stay valid."""
+
+    def dump_payload(self, obj: Any) -> bytes:
+        return base64_encode(Serializer.dump_payload(self, obj))
+
+
 def make_token(secret: str, *, thread_id: str, execution_id: str, call_id: str) -> str:
-    return URLSafeTimedSerializer(secret, salt=_SALT).dumps({"t": thread_id, "e": execution_id, "c": call_id})
+    """A resume token for one paused call (letters, digits, ``-``, ``_`` and ``.``, never first)."""
+    return _TokenSerializer(secret, salt=_SALT).dumps({"t": thread_id, "e": execution_id, "c": call_id})
 
 
 def read_token(secret: str, token: str, *, max_age: int = TOKEN_MAX_AGE) -> dict[str, Any]:
-    """The token's payload, or :class:`ApprovalError` when it is forged or stale."""
+    """The token's payload, or :class:`ApprovalError` when it is forged or stale (a token
+    made by an earlier version, with a compressed payload, reads the same)."""
     try:
-        data = URLSafeTimedSerializer(secret, salt=_SALT).loads(token, max_age=max_age)
+        data = _TokenSerializer(secret, salt=_SALT).loads(token.strip(), max_age=max_age)
     except SignatureExpired:
         raise ApprovalError("this approval token has expired") from None
     except BadSignature:

@@ -63,27 +63,43 @@ async def _find_user(store: Store, user: str) -> UserRecord | None:
     return None
 
 
+def _make_admin(conn: Any, user_id: str) -> None:
+    """Give an existing user the admin role (one statement, in the store's transaction)."""
+    from sqlalchemy import update
+
+    from ..store.schema import users
+
+    conn.execute(update(users).where(users.c.id == user_id).values(is_admin=True))
+
+
 @tokens_app.command("create")
 def create(user: Annotated[str, typer.Argument(help="User id or name; created when it does not exist.")],
            name: Annotated[str, typer.Option("--name", help="A label for the token.")] = "cli",
-           admin: Annotated[bool, typer.Option("--admin", help="Make a newly created user an admin.")] = False,
+           admin: Annotated[bool, typer.Option(
+               "--admin", help="The user is an admin (sees every thread): a new user is created as one, "
+                               "an existing one is made one.")] = False,
            project: ProjectOpt = Path("."), database_url: DbOpt = None) -> None:
     """Create a token for USER and print it (the only time it is shown)."""
 
-    async def work(store: Store) -> tuple[UserRecord, Any, str, bool]:
+    async def work(store: Store) -> tuple[UserRecord, Any, str, bool, bool]:
         record = await _find_user(store, user)
         created = record is None
+        promoted = False
         if record is None:
             record = await store.create_user(user, is_admin=admin, user_id=user)
+        elif admin and not record.is_admin:
+            await store._run(_make_admin, record.id)  # type: ignore[attr-defined]  # the SQL store's one-transaction runner
+            record.is_admin = promoted = True
         token, secret = await store.create_api_token(record.id, name)
-        return record, token, secret, created
+        return record, token, secret, created, promoted
 
-    record, token, secret, created = _with_store(project, database_url, work)
+    record, token, secret, created, promoted = _with_store(project, database_url, work)
     if created:
         typer.echo(f"created user {record.id}{' (admin)' if record.is_admin else ''}", err=True)
-    elif admin and not record.is_admin:
-        typer.echo(f"note: user {record.id} exists and is not an admin; --admin only applies to new users", err=True)
-    typer.echo(f"token {token.id} for {record.id} (store it now, it is not shown again):", err=True)
+    elif promoted:
+        typer.echo(f"user {record.id} is now an admin", err=True)
+    typer.echo(f"token {token.id} for {record.id}{' (admin)' if record.is_admin else ''} "
+               "(store it now, it is not shown again):", err=True)
     typer.echo(secret)
 
 
