@@ -295,12 +295,15 @@ def test_skills_can_be_added_to_a_registry_built_in_code(tmp_path):
     from standardagents.project import build_registry
 
     write_files(tmp_path / "skills", {"pdf/SKILL.md": PDF_SKILL, "broken/SKILL.md": "---\nname: broken\n---\n"})
-    registry = build_registry(define_prompt(name="p", skills=["*"]))
+    registry = build_registry(define_prompt(name="p", skills=["pdf"]))
     with pytest.raises(ProjectError) as caught:
         load_skills(registry, tmp_path / "skills")
     assert caught.value.problems == [(str(tmp_path / "skills" / "broken" / "SKILL.md"),
                                       "description: is missing from the front matter")]
     assert skills_of(registry).names() == []
+    (tmp_path / "skills" / "broken" / "SKILL.md").unlink()
+    load_skills(registry, tmp_path / "skills")
+    assert skills_of(registry).names() == ["pdf"]
 
 
 # from a pack ---------------------------------------------------------------------------------

@@ -481,7 +481,7 @@ def build_registry(*definitions: Any) -> Registry:
         registry.add("models", DEFAULT_MODEL, default_model(), source="(built-in)")
     add_builtin_tools(registry)
     problems += [(p.file, p.message) for p in register_providers(registry) if not p.warning]
-    problems += [(p.file, p.message) for p in check_references(registry)]
+    problems += [(p.file, p.message) for p in check_references(registry) if not p.warning]
     if problems:
         raise ProjectError(problems, source="definitions")
     return registry
