@@ -1,11 +1,16 @@
 """A small pool of warm sandbox processes, and ``execute``: one job from code to result.
 
 Loading Pyodide costs seconds, so processes are started ahead and kept. Each runs one job
-at a time. A process that has run code for one scope (a thread) is reused only for that
-same scope: code can leave state behind in its interpreter, and what one thread leaves must
-never be seen by another. Every job still gets fresh globals, a fresh workspace and the
-modules it imported dropped. A process killed on a limit is replaced, and one that has
-run ``max_uses`` jobs or grown past half its memory limit is retired.
+at a time, in a fresh interpreter of its own (see ``runner.ts``). A process that has run
+code for one scope (a thread) is still reused only for that same scope, so what one
+thread's code does to the process is never seen by another. A process killed on a limit
+is replaced, and one that has run ``max_uses`` jobs or grown by half its memory limit since
+it started is retired.
+
+What comes back is bounded: output (the code's prints and console calls, and whatever it
+writes straight to the process's stdout/stderr) to ``MAX_LOG_CHARS`` characters and
+``MAX_LOG_LINES`` lines, the result to ``MAX_LOG_CHARS`` characters of JSON, the
+workspace's files to ``MAX_WORKSPACE_BYTES``.
 """
 
 from __future__ import annotations
@@ -32,10 +37,19 @@ from .types import (
     CodeExecutionStatus,
 )
 
-__all__ = ["MAX_LOG_CHARS", "SandboxPool", "default_pool", "execute"]
+__all__ = ["MAX_LOG_CHARS", "MAX_LOG_LINES", "MAX_WORKSPACE_BYTES", "SandboxPool", "default_pool", "execute"]
 
-#: characters of output kept per execution (the rest is cut with a note)
+#: characters of output kept per execution, line ends included (the rest is cut with a note;
+#: past this, bytes written straight to the sandbox's stdout/stderr end the run); also the
+#: most characters of JSON a result may take
 MAX_LOG_CHARS = 1_000_000
+#: lines of output kept per execution
+MAX_LOG_LINES = 10_000
+#: bytes of files one execution may take in and give back
+MAX_WORKSPACE_BYTES = 64 * 1024 * 1024
+#: bytes of one reply from the sandbox: the files as base64, the logs and the result as JSON
+MAX_REPLY_BYTES = MAX_WORKSPACE_BYTES * 4 // 3 + 16 * 1024 * 1024
+_TRUNCATED = "[output truncated]"
 
 _live: weakref.WeakSet[SandboxProcess] = weakref.WeakSet()
 
@@ -115,9 +129,10 @@ class SandboxPool:
         return proc
 
     async def release(self, proc: SandboxProcess, memory_limit: int) -> None:
-        """Keep a healthy process for its scope, or retire it."""
+        """Keep a healthy process for its scope, or retire it (after ``max_uses`` jobs, or once it
+        grew by half the memory limit since it was ready)."""
         if (self._closed or not proc.alive or proc.uses >= self.max_uses
-                or proc.rss() > memory_limit // 2):
+                or proc.rss() - proc.ready_rss > memory_limit // 2):
             await proc.kill()
             return
         key = (proc.scope, proc.network)
@@ -144,12 +159,16 @@ class SandboxPool:
             raise ValueError(f"memory_limit must be at least 64 MiB (got {memory_limit} bytes)")
         given = dict(files or {})
         job = {"language": language, "code": code, "network": network, "maxLogChars": MAX_LOG_CHARS,
+               "maxLogLines": MAX_LOG_LINES, "maxFileBytes": MAX_WORKSPACE_BYTES,
+               "maxReplyBytes": MAX_REPLY_BYTES,
                "files": {k: base64.b64encode(v).decode() for k, v in given.items()}}
         async with self._running:
             proc = await self.acquire(scope, network)
             started = time.perf_counter()
             try:
-                raw = await proc.execute(job, timeout=timeout, memory_limit=memory_limit)
+                raw = await proc.execute(job, timeout=timeout, memory_limit=memory_limit,
+                                         output_limit=MAX_LOG_CHARS, line_limit=MAX_LOG_LINES,
+                                         reply_limit=MAX_REPLY_BYTES + 1024)
             finally:
                 await self.release(proc, memory_limit)
         return _result(raw, time.perf_counter() - started, given)
@@ -166,21 +185,39 @@ class SandboxPool:
             await proc.kill()
 
 
+def _bounded(logs: list[CodeExecutionLog]) -> list[CodeExecutionLog]:
+    """The logs in time order, cut to ``MAX_LOG_CHARS`` characters and ``MAX_LOG_LINES`` lines
+    (the sandbox's own logs and the stray output are each within them, not together)."""
+    logs.sort(key=lambda entry: entry.time)
+    chars = 0
+    for index, entry in enumerate(logs):
+        chars += len(entry.message) + 1
+        if chars > MAX_LOG_CHARS or index >= MAX_LOG_LINES:
+            return [*logs[:min(index, MAX_LOG_LINES - 1)], CodeExecutionLog("stderr", _TRUNCATED, entry.time)]
+    return logs
+
+
 def _result(raw: RawOutcome, seconds: float, given: dict[str, bytes]) -> tuple[CodeExecutionResult, dict[str, bytes]]:
     payload = raw.payload
-    logs = [CodeExecutionLog(stream="stdout", message=line) for line in raw.stray]
-    logs += [CodeExecutionLog(stream=item.get("stream", "stdout"), message=str(item.get("message", "")),
-                              time=int(item.get("time", 0)))
-             for item in payload.get("logs", [])]
-    logs.sort(key=lambda entry: entry.time)
+    logs = list(raw.stray)
+    logs += [CodeExecutionLog(stream="stderr" if item.get("stream") == "stderr" else "stdout",
+                              message=str(item.get("message", "")), time=int(item.get("time", 0)))
+             for item in payload.get("logs", []) if isinstance(item, dict)]
+    logs = _bounded(logs)
     if raw.status != "done":
-        name = {"timeout": "TimeoutError"}.get(raw.status, "MemoryLimitExceeded" if raw.peak_rss else "SandboxKilled")
         status: CodeExecutionStatus = "timeout" if raw.status == "timeout" else "killed"
-        error = CodeExecutionError(name=name, message=raw.reason)
+        error = CodeExecutionError(name=raw.error or "SandboxKilled", message=raw.reason)
         return CodeExecutionResult(status=status, logs=logs, error=error, duration_ms=seconds * 1000), given
-    files = {k: base64.b64decode(v) for k, v in (payload.get("files") or {}).items()}
+    try:
+        files = {k: base64.b64decode(v) for k, v in (payload.get("files") or {}).items()}
+        value = json.loads(payload["resultJson"]) if payload.get("ok") else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        error = CodeExecutionError(name="SandboxKilled", message="the sandbox's reply could not be read")
+        return CodeExecutionResult(status="killed", logs=logs, error=error, duration_ms=seconds * 1000), given
+    if payload.get("filesOverLimit"):
+        files = given
+        logs.append(CodeExecutionLog("stderr", "files were not written back: they pass the size cap"))
     if payload.get("ok"):
-        value = json.loads(payload["resultJson"]) if "resultJson" in payload else payload.get("result")
         return CodeExecutionResult(status="completed", result=value, logs=logs,
                                    duration_ms=seconds * 1000), files
     error = CodeExecutionError(name=str(payload.get("name") or "Error"), message=str(payload.get("message") or ""),

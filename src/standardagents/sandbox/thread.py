@@ -11,16 +11,13 @@ from __future__ import annotations
 import mimetypes
 from typing import TYPE_CHECKING, Any
 
-from .pool import SandboxPool
+from .pool import MAX_WORKSPACE_BYTES, SandboxPool
 from .types import CodeExecutionLog, CodeExecutionResult
 
 if TYPE_CHECKING:
     from ..engine.state import ThreadState
 
 __all__ = ["MAX_WORKSPACE_BYTES", "prewarm_sandbox", "run_thread_code", "sandbox_pool_for"]
-
-#: bytes of thread files one run may take in, and write back
-MAX_WORKSPACE_BYTES = 64 * 1024 * 1024
 
 
 def sandbox_pool_for(runtime: Any) -> SandboxPool:

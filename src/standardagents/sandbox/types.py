@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 #: completed: the code ran to its end; error: it raised; timeout: the wall-time limit ended it;
-#: killed: the sandbox was ended for another reason (memory over the limit, a crash)
+#: killed: the sandbox was ended for another reason (memory or output over the limit, a crash)
 CodeExecutionStatus = Literal["completed", "error", "timeout", "killed"]
 Language = Literal["python", "javascript", "typescript"]
 LANGUAGES: tuple[str, ...] = ("python", "javascript", "typescript")
