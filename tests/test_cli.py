@@ -98,6 +98,7 @@ def test_an_approval_waits_and_the_approve_command_continues_the_turn(tmp_path: 
                            timeout=120, stdin=subprocess.DEVNULL)
     assert first.returncode == 4, first.stderr  # waiting for an approval
     token = re.search(rf"standardagents approve {re.escape(str(proj))} (\S+)\n", first.stderr).group(1)
+    assert token[0].isalpha()  # no leading dot a shell or a reader could stumble on
     second = subprocess.run([str(EXE), "approve", str(proj), token], capture_output=True, text=True, env=env,
                             timeout=120, stdin=subprocess.DEVNULL)
     assert second.returncode == 0, second.stderr
@@ -137,3 +138,13 @@ def test_serve_refuses_several_workers_on_sqlite_in_one_line(tmp_path: Path) -> 
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "--workers 2 needs PostgreSQL" in lines[0]
     assert "serving" not in refused.stdout and "Traceback" not in refused.stderr
+
+
+def test_run_names_the_line_of_a_broken_reference_its_agent_reaches(tmp_path: Path) -> None:
+    runner.invoke(app, ["init", str(tmp_path / "proj")])
+    prompt = tmp_path / "proj" / "agents" / "prompts" / "assistant_prompt.py"
+    prompt.write_text(prompt.read_text().replace('"current_time"', '"current_tme"'))
+    done = subprocess.run([str(EXE), "run", str(tmp_path / "proj"), "--agent", "assistant", "hi"], capture_output=True,
+                          text=True, env=_env(tmp_path), timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert "agents/prompts/assistant_prompt.py: line 9: tools: unknown tool 'current_tme'" in done.stderr

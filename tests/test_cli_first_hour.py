@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -399,3 +400,87 @@ def test_run_at_a_terminal_asks_which_primary_agent(tmp_path: Path) -> None:
     terminal.type(b"2\r")
     terminal.expect(b"SKEPTIC concluded:")
     assert terminal.close() == 0
+
+
+def test_an_unknown_agent_is_a_usage_error_naming_the_projects_agents(tmp_path: Path) -> None:
+    done = _cli("run", str(_project(tmp_path)), "--agent", "asistant", "hi", env=_env(tmp_path))
+    assert done.returncode == 2
+    assert "unknown agent 'asistant'; the project's agents: assistant, debate, researcher" in done.stderr
+
+
+def test_init_help_names_what_init_writes_and_init_writes_it(tmp_path: Path) -> None:
+    shown = _cli("init", "--help", env={**_env(tmp_path), "COLUMNS": "200"}).stdout
+    assert _cli("init", str(tmp_path / "fresh"), env=_env(tmp_path)).returncode == 0
+    written = sorted(path.relative_to(tmp_path / "fresh" / "agents") for path in (tmp_path / "fresh").rglob("*.py"))
+    assert len(written) == 15  # the quickstart's agents, prompts, tools and hook, and nothing else
+    unnamed = [str(path) for path in written if f"{path.parent}/" not in shown or not re.search(rf"\b{path.stem}\b", shown)]
+    assert unnamed == []
+
+
+def test_dev_serves_the_rest_of_a_project_whose_file_is_broken_at_start(tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "agents" / "tools" / "current_time.py").write_text("from standardagents import define_tool\n\n\ndef oops(:\n")
+    port = _free_port()
+    log = tmp_path / "dev.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen([str(EXE), "dev", str(project), "--port", str(port)], env=_env(tmp_path),
+                                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _until(lambda: _answers(f"{base}/api/agents"), "dev to serve the project")
+        thread = httpx.post(f"{base}/api/threads", json={"agent": "debate"}, timeout=10).json()["id"]
+        done = httpx.post(f"{base}/api/threads/{thread}/messages?wait=true", json={"content": "Tabs?"}, timeout=60)
+        blocked = httpx.post(f"{base}/api/threads", json={"agent": "assistant"}, timeout=10)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert (done.status_code, done.json()["outcome"]) == (200, "session_stop")
+    assert blocked.status_code == 404 and "current_time" in blocked.json()["error"]["message"]
+    text = log.read_text()
+    assert "error: agents/tools/current_time.py: line 4: SyntaxError" in text
+    assert "serving the rest of the project" in text and "Traceback" not in text
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_tokens_create_admin_makes_an_existing_user_an_admin(tmp_path: Path) -> None:
+    import asyncio
+
+    from standardagents.store import open_store
+
+    project = _project(tmp_path)
+    env = _env(tmp_path)
+    assert _cli("tokens", "create", "alice", "--project", str(project), env=env).returncode == 0
+    promoted = _cli("tokens", "create", "alice", "--admin", "--project", str(project), env=env)
+    assert promoted.returncode == 0 and "user alice is now an admin" in promoted.stderr
+
+    async def admin() -> bool:
+        store = open_store(env["STANDARDAGENTS_DATABASE_URL"])
+        await store.open()
+        try:
+            user = await store.get_user("alice")
+            assert user is not None
+            return user.is_admin
+        finally:
+            await store.close()
+
+    assert asyncio.run(admin()) is True
+
+
+def test_the_openai_client_talks_to_a_dev_server_with_any_key_but_a_wrong_api_token_is_refused(
+        dev_server: tuple[Path, str, Path]) -> None:
+    import openai
+
+    _, base, _ = dev_server
+    _until(lambda: _version(base) == 1, "dev to serve the project")
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="dev", max_retries=0) as client:
+        reply = client.chat.completions.create(model="assistant", messages=[{"role": "user", "content": "What is 6 * 7?"}])
+        assert reply.choices[0].message.content == "6 * 7 = 42"
+    with openai.OpenAI(base_url=f"{base}/v1", api_key="sat_mistyped", max_retries=0) as client, \
+            pytest.raises(openai.AuthenticationError):
+        client.chat.completions.create(model="assistant", messages=[{"role": "user", "content": "hi"}])

@@ -201,7 +201,7 @@ ModelOpt = Annotated[str | None, typer.Option("--model", help="Use this model de
 def init(directory: Annotated[Path, typer.Argument(help="Where to create the project.")] = Path("my-agents")) -> None:
     """Create a starter project that runs at once: an assistant, a debate and a researcher.
 
-    Writes DIRECTORY/agents/ (a copy of the quickstart example) and nothing else:
+    Writes <directory>/agents/ (a copy of the quickstart example) and nothing else:
 
     agents/: assistant (a calculator, a clock and the researcher as tools), debate (two AI
     sides argue, the skeptic gives the verdict) and researcher (a subagent the assistant

@@ -163,6 +163,7 @@ def show_command(
                                    "executions": executions}, default=str))
         return
     root = Tree(f"[bold]{thread.id}[/]  {thread.agent}" + (f"  {thread.title}" if thread.title else ""))
+    commands: list[tuple[str, str]] = []
     if not executions:
         root.add("no turns yet")
     for ex in executions:
@@ -191,13 +192,15 @@ def show_command(
         for error in ex["errors"]:
             node.add(f"[red]error[/] {error['code']}: {error['message']}")
         for call in ex.get("waitingForApproval") or ():
-            waiting = node.add(f"[yellow]waiting for approval[/]: {escape(str(call['name']))}"
-                               f"({escape(short_arguments(call.get('arguments')))})")
+            shown = f"{call['name']}({short_arguments(call.get('arguments'))})"
+            node.add(f"[yellow]waiting for approval[/]: {escape(shown)}")
             token = tokens.get((ex["id"], call["id"]))
             if token is not None:
-                command = f"standardagents approve {shlex.quote(str(project))} {token}"
-                waiting.add(f"approve: {escape(command)}   deny: add --deny")
+                commands.append((shown, f"standardagents approve {shlex.quote(str(project))} {token}"))
     out.print(root)
+    for shown, command in commands:  # whole lines, never cut to the terminal's width
+        out.print(f"{escape(shown)} waits for approval:\n  approve: {escape(command)}\n  deny:    "
+                  f"{escape(command)} --deny", soft_wrap=True)
 
 
 def _decision(approval: Any) -> str:

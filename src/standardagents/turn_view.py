@@ -3,18 +3,21 @@ it streams (Rich) and each tool call is one line (name, short arguments, status)
 pipe the reply's text is written as it comes, so scripts read exactly what the model wrote.
 
 The view only formats events (``message_chunk``, ``reasoning_chunk``, ``tool_call_started``,
-``tool_call_done``, ``guardrail``, ``error``); the command decides when a turn ends.
+``tool_call_done``, ``approval.request``, ``guardrail``, ``error``); the command decides when a
+turn ends.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, ConsoleOptions, Group
 from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
+from rich.segment import Segment
 from rich.text import Text
 
 __all__ = ["TurnView", "short_arguments"]
@@ -43,6 +46,28 @@ def _open_fence(text: str) -> bool:
     return sum(1 for line in text.splitlines() if line.lstrip().startswith(("```", "~~~"))) % 2 == 1
 
 
+class _Paragraph:
+    """Markdown rendered without the blank lines around it (the view puts one between
+    paragraphs itself, as markdown rendered whole would)."""
+
+    def __init__(self, text: str) -> None:
+        self.markdown = Markdown(text)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        lines = console.render_lines(self.markdown, options, pad=False)
+
+        def blank(line: list[Segment]) -> bool:  # whitespace with no background (a code block's padding has one)
+            return all(not seg.text.strip() and (seg.style is None or seg.style.bgcolor is None) for seg in line)
+
+        while lines and blank(lines[0]):
+            lines.pop(0)
+        while lines and blank(lines[-1]):
+            lines.pop()
+        for line in lines:
+            yield from line
+            yield Segment.line()
+
+
 class TurnView:
     """Prints one conversation's events; ``rich`` renders markdown and live tool lines (a
     terminal), otherwise plain text is written (a pipe)."""
@@ -54,6 +79,7 @@ class TurnView:
         self.printed_text = False
         self._side: str | None = None
         self._block = ""  # markdown not yet printed for good (rich mode)
+        self._paragraphs = 0  # paragraphs of the current text printed for good (rich mode)
         self._text_live: Live | None = None  # the paragraph being written (rich mode)
         self._calls_live: Live | None = None  # the calls still running (rich mode)
         self._calls: dict[str, dict[str, Any]] = {}  # calls started and not yet shown done
@@ -83,6 +109,14 @@ class TurnView:
             call["arguments"] = data.get("arguments", call.get("arguments"))
             call["status"] = data.get("status") or "success"
             call["error"] = data.get("error")
+            self._show_calls()
+        elif kind == "approval.request":
+            self._end_text()
+            call = self._calls.setdefault(str(data.get("id")), {"name": data.get("tool")})
+            if str(data.get("id")) not in self._order:
+                self._order.append(str(data.get("id")))
+            call["arguments"] = data.get("arguments")
+            call["status"] = "waiting"
             self._show_calls()
         elif kind == "guardrail":
             self._end_text()
@@ -124,13 +158,16 @@ class TurnView:
         cut = self._block.rfind("\n\n")
         if cut > 0 and not _open_fence(self._block[:cut]):
             done, self._block = self._block[:cut], self._block[cut + 2:]
-            self._settle(self._text_live, Markdown(done))
+            self._settle(self._text_live, _Paragraph(done))
             self._text_live = None
+            self._paragraphs += 1
         if self._block.strip():
             if self._text_live is None:
+                if self._paragraphs:
+                    self.console.print()  # the space markdown puts between paragraphs
                 self._text_live = Live(console=self.console, auto_refresh=False, vertical_overflow="visible")
                 self._text_live.start()
-            self._text_live.update(Markdown(self._block), refresh=True)
+            self._text_live.update(_Paragraph(self._block), refresh=True)
 
     def _settle(self, live: Live | None, final: Any) -> None:
         """Print ``final`` for good, in place of what ``live`` showed (if anything)."""
@@ -144,11 +181,12 @@ class TurnView:
         """Print the reply's text so far for good (before a tool line or the turn's end)."""
         if self.rich:
             if self._block.strip():
-                self._settle(self._text_live, Markdown(self._block))
+                self._settle(self._text_live, _Paragraph(self._block))
             elif self._text_live is not None:
                 self._text_live.stop()
             self._text_live = None
             self._block = ""
+            self._paragraphs = 0
         elif self._line_open:
             self.console.print()
             self._line_open = False
