@@ -51,6 +51,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from serve_procs import EXE, Follower, database, free_port, make_token, wait_ready, write_project
 
+from standardagents.testing.proxy import CuttableProxy
+
 PROJECT = {
     "agents/agents/clerk.py": """
         from standardagents import define_agent
@@ -93,56 +95,6 @@ def _model(delay: float) -> Any:
         return StubReply(tool_calls=[("record", json.dumps({"tag": tag}))], delay=delay)
 
     return respond
-
-
-class Proxy:
-    """A TCP proxy to the database that can drop every connection and refuse new ones."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        self.upstream = upstream
-        self.cut = False
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.cut:
-            writer.close()
-            return
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        except OSError:
-            writer.close()
-            return
-        self._writers |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-        self._writers -= {writer, up_writer}
-
-    def drop(self) -> None:
-        self.cut = True
-        for writer in list(self._writers):
-            writer.transport.abort()
-        self._writers.clear()
-
-    def restore(self) -> None:
-        self.cut = False
-
-    async def aclose(self) -> None:
-        self.drop()
-        if self._server is not None:
-            self._server.close()
 
 
 class Server:
@@ -194,7 +146,7 @@ def _quantiles(values: list[float]) -> str:
     return f"median {statistics.median(ordered):.2f} s, p95 {p95:.2f} s (n={len(ordered)})"
 
 
-async def _schedule(a: Server, b: Server, proxies: dict[str, Proxy], lease: float, headers: dict[str, str],
+async def _schedule(a: Server, b: Server, proxies: dict[str, CuttableProxy], lease: float, headers: dict[str, str],
                     faults: list[tuple[float, str]]) -> None:
     """Kill A (and start it again), stop B past the lease, cut A off from the database; each
     fault once turns run on both servers."""
@@ -234,7 +186,7 @@ async def _run(args: argparse.Namespace) -> None:
             headers = {"Authorization": f"Bearer {token}"}
             env = {**os.environ, "STUB_API_KEY": "sk-bench", "SA_LEDGER": str(ledger),
                    "STANDARDAGENTS_EXECUTION_LEASE": str(args.lease)}
-            proxies = {name: Proxy(upstream) for name in ("A", "B")}
+            proxies = {name: CuttableProxy(upstream) for name in ("A", "B")}
             servers: dict[str, Server] = {}
             for name, proxy in proxies.items():
                 await proxy.start()

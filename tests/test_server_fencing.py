@@ -31,6 +31,7 @@ import pytest
 from standardagents.records import ExecutionRecord
 from standardagents.store import open_store
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
+from standardagents.testing.proxy import CuttableProxy
 from test_server_workers import (
     EXE,
     _admin_token,
@@ -286,62 +287,10 @@ async def test_a_server_stopped_past_the_lease_writes_nothing_into_the_turn_take
         await _lost_turn_wrote_nothing(cluster, a, thread_id, execution_id)
 
 
-class Proxy:
-    """A TCP proxy to PostgreSQL that the test can cut (every connection dropped, new ones
-    refused) and restore."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.cut = False
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.cut:
-            writer.close()
-            return
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
-            writer.close()
-            return
-        self._writers |= {writer, up_writer}
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-        self._writers -= {writer, up_writer}
-
-    def drop(self) -> None:
-        self.cut = True
-        for writer in list(self._writers):
-            transport = writer.transport
-            transport.abort()
-        self._writers.clear()
-
-    def restore(self) -> None:
-        self.cut = False
-
-    async def aclose(self) -> None:
-        self.drop()
-        if self._server is not None:
-            self._server.close()
-
-
 async def test_a_server_cut_off_from_the_database_writes_nothing_into_the_turn_taken_over(
         database: str, tmp_path: Path) -> None:
     url = httpx.URL(database.replace("postgresql://", "http://", 1))
-    proxy = Proxy(url.port or 5432)
+    proxy = CuttableProxy((url.host, url.port or 5432))
     await proxy.start()
     try:
         async with _cluster(tmp_path, database) as (cluster, client):
@@ -366,7 +315,7 @@ async def test_a_turn_whose_writes_cannot_reach_the_database_goes_on_once_it_ans
     stops unsettled (no error, no done sent), and once the database answers again the same
     server takes it up: one done, the tool run once (its lost result answered as not run again)."""
     url = httpx.URL(database.replace("postgresql://", "http://", 1))
-    proxy = Proxy(url.port or 5432)
+    proxy = CuttableProxy((url.host, url.port or 5432))
     await proxy.start()
     try:
         async with _cluster(tmp_path, database) as (cluster, client):
