@@ -238,7 +238,7 @@ def test_a_missing_key_names_the_variable_and_api_key_env(tmp_path: Path) -> Non
 
 
 def test_the_readme_install_path_is_where_pack_writes_the_wheel(tmp_path: Path) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = (Path(__file__).parent.parent / "docs" / "sharing.md").read_text()
     line = next(line for line in readme.splitlines() if line.startswith("pip install my-agents/dist/"))
     pattern = line.split()[2]
     project = _project(tmp_path)
