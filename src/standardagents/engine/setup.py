@@ -239,15 +239,17 @@ class Setups:
                     toolbox.tools[binding.name] = session_tool(binding.name, kind, binding.message_property, binding.attachments_property)
         if cfg.stop_tool and cfg.stop_tool not in toolbox.tools and self.rt.registry.has("tools", cfg.stop_tool, namespace):
             toolbox.tools[cfg.stop_tool] = await self.rt.registry.aget("tools", cfg.stop_tool, namespace)
+        skills_block: str | None = None
         if prompt.skills:
             from ..sandbox.tool import RUN_CODE_TOOL
-            from ..skills import LOAD_SKILL_TOOL, load_skill_tool
+            from ..skills import LOAD_SKILL_TOOL, fixed_catalogue, load_skill_tool
 
             if LOAD_SKILL_TOOL in toolbox.tools:
                 raise DefinitionError([("skills", f"the prompt also offers a tool named {LOAD_SKILL_TOOL!r}, "
                                                   "the tool that loads skills: rename that tool")],
                                       source=prompt.source_file or f"prompt {prompt.name!r}")
             toolbox.tools[LOAD_SKILL_TOOL] = load_skill_tool(prompt.skills, workspace=RUN_CODE_TOOL in toolbox.tools)
+            skills_block = fixed_catalogue(self.rt.registry, namespace, prompt.skills)
         catalogue = None
         if prompt.tool_discovery == "ondemand":
             from ..toolcalls import catalogue_text
@@ -260,11 +262,14 @@ class Setups:
         toolbox.offered = [t.openai_tool() for t in toolbox.tools.values()]
         hooks = await self.hook_set(agent, prompt, namespace)
         static = None
-        # a prompt with skills lists the thread's skills too: rendered per turn (render_system)
-        if not prompt.skills and prompt_is_static(prompt, self.rt.registry, namespace):
+        # a skills list that could match a thread's installed skills is rendered per turn
+        # (render_system); one naming only the project's skills is part of the static prompt
+        if (not prompt.skills or skills_block is not None) and prompt_is_static(prompt, self.rt.registry, namespace):
             static = await render_prompt(prompt, None, self.rt.registry, namespace)
             if catalogue:
                 static = f"{static}\n\n{catalogue}" if static else catalogue
+            if skills_block:
+                static = f"{static}\n\n{skills_block}" if static else skills_block
         guards: dict[str, list[ToolDefinition]] = {}
         for kind, names in (("input", [*agent.input_guardrails, *prompt.input_guardrails]),
                             ("output", [*agent.output_guardrails, *prompt.output_guardrails])):

@@ -15,7 +15,13 @@ from ._catalog import SkillCatalog, add_skills_folder, enabled_skills, load_skil
 from ._format import SKILL_FILE, SkillFileInput, SkillMetadata, SkillSource, parse_skill_md
 from ._installed import MAX_INSTALL_BYTES, skill_from_files
 from ._loader import SkillProblem, read_skill_folder, scan_skills
-from ._namespace import LOAD_SKILL_TOOL, SkillScope, SkillsNamespace, catalogue_text
+from ._namespace import (
+    LOAD_SKILL_TOOL,
+    SkillScope,
+    SkillsNamespace,
+    catalogue_text,
+    fixed_catalogue,
+)
 from ._skill import Skill
 from ._tool import WORKSPACE_DIR, load_skill_tool
 
@@ -35,6 +41,7 @@ __all__ = [
     "add_skills_folder",
     "catalogue_text",
     "enabled_skills",
+    "fixed_catalogue",
     "load_skill_tool",
     "load_skills",
     "parse_skill_md",

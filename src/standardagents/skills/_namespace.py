@@ -14,8 +14,9 @@ from ._skill import Skill
 
 if TYPE_CHECKING:
     from ..engine.state import ThreadState
+    from ..registry import Registry
 
-__all__ = ["SkillScope", "SkillsNamespace"]
+__all__ = ["SkillScope", "SkillsNamespace", "catalogue_text", "fixed_catalogue"]
 
 #: where a skill installed at run time is kept: with the thread, or with the thread's user
 #: (then every thread of that user can use it)
@@ -101,8 +102,7 @@ class SkillsNamespace:
         project (or package) defines is answered without reading the store: no installed
         skill can take such a name."""
         defined = self._defined()
-        names = {s.name for s in defined}
-        if all(p in names for p in patterns):
+        if _only_defined(patterns, defined):
             return enabled_skills(patterns, defined)
         return enabled_skills(patterns, await self.all())
 
@@ -163,6 +163,21 @@ class SkillsNamespace:
     @staticmethod
     def _known(skills: Sequence[Skill]) -> str:
         return "known: " + (", ".join(s.name for s in skills) or "none")
+
+
+def _only_defined(patterns: Sequence[str], defined: Sequence[Skill]) -> bool:
+    names = {s.name for s in defined}
+    return all(p in names for p in patterns)
+
+
+def fixed_catalogue(registry: Registry, namespace: str | None, patterns: Sequence[str]) -> str | None:
+    """The skills block of a prompt whose ``skills`` list names only skills the project (or
+    package) defines: the same in every thread, so it can join the static system prompt.
+    None when the list could match skills installed at run time (``*``, a prefix, another name)."""
+    defined = skills_of(registry).visible(namespace)
+    if not _only_defined(patterns, defined):
+        return None
+    return catalogue_text(enabled_skills(patterns, defined))
 
 
 def catalogue_text(skills: Sequence[Skill]) -> str:
