@@ -148,3 +148,14 @@ def test_run_names_the_line_of_a_broken_reference_its_agent_reaches(tmp_path: Pa
                           text=True, env=_env(tmp_path), timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 1
     assert "agents/prompts/assistant_prompt.py: line 9: tools: unknown tool 'current_tme'" in done.stderr
+
+
+def test_validate_names_a_thread_endpoint_a_built_in_route_hides(tmp_path: Path) -> None:
+    runner.invoke(app, ["init", str(tmp_path / "proj")])
+    (tmp_path / "proj" / "agents" / "api").mkdir()
+    (tmp_path / "proj" / "agents" / "api" / "messages.get.py").write_text(
+        "from standardagents import define_thread_endpoint\n\n\n@define_thread_endpoint\n"
+        "async def messages(req, state, params, auth):\n    return {}\n")
+    checked = runner.invoke(app, ["validate", str(tmp_path / "proj")])
+    assert checked.exit_code == 1
+    assert "thread endpoint 'messages.get' (agents/api/messages.get.py) is hidden by the built-in route" in checked.output

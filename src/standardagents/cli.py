@@ -227,10 +227,10 @@ def init(directory: Annotated[Path, typer.Argument(help="Where to create the pro
 @app.command()
 def validate(project: ProjectArg) -> None:
     """Check a project: every definition and every reference, all problems at once."""
-    from .project import load_project, validate_project
+    from .project import load_project_problems
 
-    problems = _guard(lambda: validate_project(project))
-    problems.extend(_shadowed_routes(project))
+    registry, problems = _guard(lambda: load_project_problems(project))
+    problems.extend(_shadowed_routes(registry))
     errors = [p for p in problems if not p.warning]
     for p in problems:
         if p.warning:
@@ -241,7 +241,6 @@ def validate(project: ProjectArg) -> None:
     if errors:
         err.print(f"[bold red]{len(errors)} problem(s)[/] in {project}")
         raise typer.Exit(1)
-    registry = load_project(project, strict=False)
     out.print(f"[green]ok[/]: {len(registry.names('agents'))} agent(s), {len(registry.names('prompts'))} prompt(s), "
               f"{len(registry.names('tools'))} tool(s), {len(registry.names('hooks'))} hook(s)")
     for entry in registry.entries("agents"):
@@ -515,17 +514,15 @@ def chat(
     raise typer.Exit(_guard(lambda: _run_async(main())))
 
 
-def _shadowed_routes(project: Path) -> list[Any]:
-    """Thread endpoints a built-in route hides, as errors (a loading failure is reported by
-    the project's own checks instead)."""
-    from .exceptions import StandardAgentsError
-    from .project import Problem, load_project
+def _shadowed_routes(registry: Any) -> list[Any]:
+    """Thread endpoints a built-in route hides, as errors (the server's routes are imported
+    only when the project has thread endpoints to check)."""
+    from .project import Problem
+
+    if not registry.all_entries("thread_endpoints"):
+        return []
     from .server.endpoints import shadowed_thread_endpoints
 
-    try:
-        registry = load_project(project, strict=False)
-    except StandardAgentsError:
-        return []
     return [Problem("agents/api", text) for text in shadowed_thread_endpoints(registry)]
 
 
@@ -552,7 +549,7 @@ def _preflight(project: Path, database_url: str | None, *, lenient: bool = False
                       "these files answers with an error until they are fixed (a saved fix is picked up at once)")
     else:
         registry = load_project(project)
-    shadowed = _shadowed_routes(project)
+    shadowed = _shadowed_routes(registry)
     if shadowed:
         for problem in shadowed:
             err.print(f"[red]error[/]: {escape(str(problem))}")
