@@ -484,3 +484,17 @@ def test_the_openai_client_talks_to_a_dev_server_with_any_key_but_a_wrong_api_to
     with openai.OpenAI(base_url=f"{base}/v1", api_key="sat_mistyped", max_retries=0) as client, \
             pytest.raises(openai.AuthenticationError):
         client.chat.completions.create(model="assistant", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_each_run_init_suggests_shows_its_feature(tmp_path: Path) -> None:
+    import shlex
+
+    env = _env(tmp_path)
+    created = _cli("init", str(tmp_path / "fresh"), env=env)
+    suggested = [shlex.split(line.split("#")[0].strip()) for line in created.stdout.splitlines()
+                 if line.strip().startswith("standardagents run ")]
+    shown = [_cli(*command[1:], env=env) for command in suggested]
+    assert [done.returncode for done in shown] == [0, 0, 0]
+    assert "12 * 7 = 84" in shown[0].stdout
+    assert "▸ researcher(" in shown[1].stdout and "Research complete. (attached: notes.md)" in shown[1].stdout
+    assert shown[2].stdout.rstrip().endswith("SKEPTIC concluded: Both sides made their case.")

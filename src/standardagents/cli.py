@@ -219,9 +219,16 @@ def init(directory: Annotated[Path, typer.Argument(help="Where to create the pro
     from .scaffold import create_project
 
     _guard(lambda: create_project(directory))
-    out.print(f"Created [bold]{directory}[/]. Try:\n  standardagents run {directory} --agent assistant \"What is 12 * 7?\"\n"
-              f"  standardagents chat {directory}\n"
-              f"  standardagents serve {directory} --dev    # then open http://127.0.0.1:8000/ (no token needed locally)")
+    where = shlex.quote(str(directory))
+    tries = [(f'run {where} --agent assistant "What is 12 * 7?"', "a tool"),
+             (f'run {where} --agent assistant "Research the history of tabs and spaces"', "a subagent"),
+             (f'run {where} --agent debate "Tabs or spaces?"', "two AI sides"),
+             (f"chat {where} --agent assistant", "a conversation"),
+             (f"serve {where} --dev", "then open http://127.0.0.1:8000/ (no token needed locally)")]
+    width = max(len(command) for command, _ in tries)
+    out.print(f"Created [bold]{escape(str(directory))}[/] (on the offline test model until OPENAI_API_KEY is set). Try:")
+    for command, what in tries:
+        out.print(escape(f"  standardagents {command.ljust(width)}   # {what}"))
 
 
 @app.command()
