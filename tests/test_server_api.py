@@ -57,7 +57,7 @@ async def test_dev_mode_without_credentials_is_local_admin(runtime: Runtime) -> 
     app = create_app(runtime, dev=True, close_runtime=False)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
         r = await c.get(f"{API}/users/me")
-        bad = await c.get(f"{API}/users/me", headers={"Authorization": "Bearer wrong"})
+        bad = await c.get(f"{API}/users/me", headers={"Authorization": "Bearer sat_wrong"})  # shaped like a token: checked
     assert r.status_code == 200
     assert r.json()["id"] == "local"
     assert r.json()["isAdmin"] is True
