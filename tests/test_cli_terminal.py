@@ -154,3 +154,38 @@ def test_chat_through_a_pipe_writes_the_reply_as_the_model_wrote_it(project: Pat
     assert done.returncode == 0, done.stderr
     assert f"{TOOL_LINE}\n{REPLY}\n" in done.stdout
     assert "\x1b[" not in done.stdout
+
+
+def _plain(events: list[tuple[str, dict[str, Any]]], labels: dict[str, str] | None = None) -> str:
+    import io
+
+    from rich.console import Console
+
+    from standardagents.events import Event
+    from standardagents.turn_view import TurnView
+
+    sink = io.StringIO()
+    view = TurnView(Console(file=sink, highlight=False, soft_wrap=True), rich=False, labels=labels)
+    for kind, data in events:
+        view.handle(Event(kind, "thr_x", data))
+    view.close()
+    return sink.getvalue()
+
+
+def test_reasoning_streams_on_its_own_line_before_the_reply_through_a_pipe() -> None:
+    shown = _plain([("reasoning_chunk", {"delta": "Let me "}), ("reasoning_chunk", {"delta": "think."}),
+                    ("message_chunk", {"delta": "The answer "}), ("message_chunk", {"delta": "is 4."})])
+    assert shown == "Let me think.\nThe answer is 4.\n"
+
+
+def test_each_side_of_a_conversation_is_written_under_its_label_through_a_pipe() -> None:
+    shown = _plain([("message_chunk", {"side": "a", "delta": "For."}), ("message_chunk", {"side": "b", "delta": "Against."})],
+                   labels={"a": "ADVOCATE", "b": "SKEPTIC"})
+    assert shown == "\nADVOCATE: For.\n\nSKEPTIC: Against.\n"
+
+
+def test_a_failed_call_shows_its_error_on_its_line() -> None:
+    shown = _plain([("tool_call_started", {"id": "c1", "name": "lookup", "arguments": ""}),
+                    ("tool_call_done", {"id": "c1", "name": "lookup", "status": "error", "arguments": '{"topic": "x"}',
+                                        "error": "no such topic"})])
+    assert shown == '▸ lookup(topic="x") ✗ no such topic\n'

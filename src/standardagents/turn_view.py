@@ -84,7 +84,8 @@ class TurnView:
         self._calls_live: Live | None = None  # the calls still running (rich mode)
         self._calls: dict[str, dict[str, Any]] = {}  # calls started and not yet shown done
         self._order: list[str] = []
-        self._line_open = False  # plain mode: text was written without its newline
+        self._line_open = False  # text was written without its newline
+        self._reasoning = False  # the model's reasoning is being written
 
     # -- events -------------------------------------------------------------------------
     def handle(self, event: Any) -> None:
@@ -92,7 +93,9 @@ class TurnView:
         if kind == "message_chunk":
             self._text(data.get("side"), str(data.get("delta") or ""))
         elif kind == "reasoning_chunk":
-            self._end_text()
+            if not self._reasoning:
+                self._end_text()
+                self._reasoning = True
             self.console.print(f"[dim]{escape(str(data.get('delta') or ''))}[/]", end="")
             self._line_open = True
         elif kind == "tool_call_started":
@@ -139,6 +142,8 @@ class TurnView:
 
     # -- text ---------------------------------------------------------------------------
     def _text(self, side: str | None, delta: str) -> None:
+        if self._reasoning:
+            self._end_text()
         if side and side != self._side:
             self._end_text()
             self._side = side
@@ -187,9 +192,10 @@ class TurnView:
             self._text_live = None
             self._block = ""
             self._paragraphs = 0
-        elif self._line_open:
+        if self._line_open:
             self.console.print()
             self._line_open = False
+        self._reasoning = False
 
     # -- tool calls -----------------------------------------------------------------------
     def _line(self, call: dict[str, Any]) -> Text:
