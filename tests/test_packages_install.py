@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent("""
 
 
     async def tools_used(rt, agent):
-        result = await rt.run(agent, "what is 2 + 2, and what time is it?")
+        result = await rt.run(agent, "what is 2 + 2, what time is it, and what does only the host have?")
         messages = await rt.store.list_messages(result.thread_id)
         return result.outcome, {m.name: m.content for m in messages if m.role == "tool"}
 
