@@ -132,7 +132,7 @@ async def confirm_owned(rt: Runtime, execution: Execution) -> None:
     a long pause, a stopped process, a slow database), the store is asked."""
     if execution.taken_over:
         raise ExecutionTakenOver(execution.record.id, execution.record.epoch)
-    if asyncio.get_running_loop().time() - max(rt._owned_at, execution.owned_at) < rt.execution_lease / 2:
+    if rt.owned_recently(execution):
         return
     stored = await rt.store.get_execution(execution.record.id)
     if stored is not None and stored.epoch != execution.record.epoch:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import observability as observe
@@ -156,7 +156,7 @@ async def execute(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, mes
                 # a turn of this thread cut short by a crash goes on before this message's turn
                 while (ahead := await _run_interrupted_turns(rt, thread, agent)) is not None:
                     await recovery.release_thread(rt, thread.id)
-                    await _until_over(rt, ahead)
+                    await _until_over(rt, thread.id, ahead)
                     await recovery.claim_thread(rt, thread.id)
             if queued:
                 # the thread may have changed while the message waited: deleted, or handed
@@ -185,8 +185,9 @@ async def _run_interrupted_turns(rt: Runtime, thread: ThreadRecord, agent: Agent
     claim go and claims it again once that turn is over; None when none is left."""
     stale_before = now_ms() - int(rt.execution_lease * 1000)
     for _round in range(100):
+        here = {e.record.id for e in rt._executions.values()}
         interrupted = [r for r in await rt.store.list_executions(thread_id=thread.id, status="running")
-                       if r.id not in {e.record.id for e in rt._executions.values()}]
+                       if r.id not in here]
         if not interrupted:
             return None
         record = interrupted[0]
@@ -203,17 +204,14 @@ async def _run_interrupted_turns(rt: Runtime, thread: ThreadRecord, agent: Agent
     return None
 
 
-async def _until_over(rt: Runtime, execution_id: str) -> None:
-    """Wait (the claim let go) until the execution is no longer running: its thread's events
-    wake this up, a slow poll covers their absence."""
+async def _until_over(rt: Runtime, thread_id: str, execution_id: str) -> None:
+    """Wait (the claim let go) until the execution is no longer running."""
+    await _wait_on_thread(rt, thread_id, lambda: _over(rt, execution_id), None)
+
+
+async def _over(rt: Runtime, execution_id: str) -> bool:
     record = await rt.store.get_execution(execution_id)
-    if record is None:
-        return
-    with rt.bus.subscribe(record.thread_id) as sub:
-        while record is not None and record.status == "running":
-            with contextlib.suppress(TimeoutError):
-                await sub.get(timeout=0.5)
-            record = await rt.store.get_execution(execution_id)
+    return record is None or record.status != "running"
 
 
 async def _drop_queued(rt: Runtime, thread: ThreadRecord, message: Message | None,
@@ -378,18 +376,30 @@ async def stop(rt: Runtime, thread_id: str, *, timeout: float = 10.0,  # noqa: A
     owner = holder.get("owner") if isinstance(holder, dict) else None
     if owner is None or owner == rt.owner:
         return False
+
+    async def let_go() -> bool:  # its claim goes right after its ``done``
+        holder = await rt.store.get_env("lock", "", thread_id)
+        return not (isinstance(holder, dict) and holder.get("owner") == owner)
+
+    return await _wait_on_thread(rt, thread_id, let_go, timeout,
+                                 ("stop_requested", {"owner": owner, "rollback": rollback}))
+
+
+async def _wait_on_thread(rt: Runtime, thread_id: str, settled: Callable[[], Awaitable[bool]],
+                          timeout: float | None, ask: tuple[str, dict[str, Any]] | None = None) -> bool:  # noqa: ASYNC109 - a bounded wait that reports
+    """Wait (up to ``timeout`` seconds; None: for ever) until ``settled()`` says what another
+    process does to the thread has happened, after emitting ``ask`` (an event type and its
+    data) on the bus. The thread's events wake this up; a slow poll covers their absence."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = None if timeout is None else loop.time() + timeout
     with rt.bus.subscribe(thread_id) as sub:
-        rt.bus.emit("stop_requested", thread_id, {"owner": owner, "rollback": rollback})
-        # ended once that process no longer holds the thread (its claim goes right after
-        # its ``done``); the thread's events wake this up, a slow poll covers their absence
-        while (left := deadline - loop.time()) > 0:
-            holder = await rt.store.get_env("lock", "", thread_id)
-            if not (isinstance(holder, dict) and holder.get("owner") == owner):
+        if ask is not None:
+            rt.bus.emit(ask[0], thread_id, ask[1])
+        while deadline is None or (left := deadline - loop.time()) > 0:
+            if await settled():
                 return True
             with contextlib.suppress(TimeoutError):
-                await sub.get(timeout=min(left, 0.25))
+                await sub.get(timeout=0.5 if deadline is None else min(left, 0.25))
     return False
 
 
@@ -435,9 +445,15 @@ async def thread_of(rt: Runtime, execution_id: str) -> str | None:
     record = await rt.store.get_execution(execution_id)
     if record is not None:
         return record.thread_id
-    for thread_id, _message_id, entry in await rt.store.list_scope("inbox"):
+    queued = await _queued_entry(rt, execution_id)
+    return queued[0] if queued is not None else None
+
+
+async def _queued_entry(rt: Runtime, execution_id: str) -> tuple[str, str, dict[str, Any]] | None:
+    """``(thread id, message id, entry)`` of the inbox entry of a queued execution."""
+    for thread_id, message_id, entry in await rt.store.list_scope("inbox"):
         if isinstance(entry, dict) and entry.get("executionId") == execution_id:
-            return thread_id
+            return thread_id, message_id, entry
     return None
 
 
@@ -460,46 +476,29 @@ async def cancel(rt: Runtime, execution_id: str, *, timeout: float = 10.0) -> bo
         # not running (checked above, with no await since): it ends before writing anything
         waiting_here.cancel()
         await ended({waiting_here})
-    for thread_id, message_id, entry in await rt.store.list_scope("inbox"):
-        if not (isinstance(entry, dict) and entry.get("executionId") == execution_id):
-            continue
-        if not await rt.store.delete_env("inbox", thread_id, message_id):
-            break  # taken by its turn (or another canceller) meanwhile: look at the record
+    queued = await _queued_entry(rt, execution_id)
+    # deleting its entry is the claim: a queued turn (or another canceller) that took it first wins
+    if queued is not None and await rt.store.delete_env("inbox", queued[0], queued[1]):
+        thread_id, _message_id, entry = queued
         if entry.get("owner") not in (None, rt.owner):  # its sender's process stops waiting for it
             rt.bus.emit("stop_requested", thread_id, {"owner": entry["owner"], "executionId": execution_id})
         ended_record = ExecutionRecord(thread_id=thread_id, id=execution_id, status="cancelled",
                                        stop_reason="cancelled", state={"outcome": "cancelled"})
         await rt.store.save_execution(ended_record)
         await publish_done(rt, ended_record, {"stopReason": "cancelled", "executionId": execution_id,
-                                        "outcome": "cancelled", "error": None, "stoppedBy": None})
+                                              "outcome": "cancelled", "error": None, "stoppedBy": None})
         return True
     record = await rt.store.get_execution(execution_id)
     if record is None:
         return False
     if record.status == "waiting":
-        seen = record.updated_at
-        record.status = record.stop_reason = "cancelled"
-        record.updated_at = max(now_ms(), seen + 1)
-        if await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen):
-            if record.state.get("waitingFor") == client_tools_mod.WAITING_FOR:
-                await client_tools_mod.forget_calls(rt, record)
+        if await _cancel_waiting(rt, record):
             return True
         return await cancel(rt, execution_id, timeout=timeout)  # resumed meanwhile
     if record.status != "running":
         return False
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    with rt.bus.subscribe(record.thread_id) as sub:
-        rt.bus.emit("stop_requested", record.thread_id,
-                    {"owner": record.state.get("owner"), "executionId": execution_id})
-        # the thread's events (its done) wake this up, a slow poll covers their absence
-        while (left := deadline - loop.time()) > 0:
-            current = await rt.store.get_execution(execution_id)
-            if current is None or current.status != "running":
-                return True
-            with contextlib.suppress(TimeoutError):
-                await sub.get(timeout=min(left, 0.25))
-    return False
+    return await _wait_on_thread(rt, record.thread_id, lambda: _over(rt, execution_id), timeout,
+                                 ("stop_requested", {"owner": record.state.get("owner"), "executionId": execution_id}))
 
 
 async def _recover_soon(rt: Runtime) -> None:
@@ -523,16 +522,21 @@ async def _lapse_waits(rt: Runtime, thread_id: str, *, client_only: bool) -> Non
     """Cancel the thread's waiting executions (only those waiting for client tool results, or
     all), dropping the call-id index rows of client waits with them."""
     for waiting in await rt.store.list_executions(thread_id=thread_id, status="waiting"):
-        client = waiting.state.get("waitingFor") == client_tools_mod.WAITING_FOR
-        if client_only and not client:
+        if client_only and waiting.state.get("waitingFor") != client_tools_mod.WAITING_FOR:
             continue
-        seen = waiting.updated_at
-        waiting.status = waiting.stop_reason = "cancelled"
-        waiting.updated_at = max(now_ms(), seen + 1)
-        # a compare-and-set: a decision or results that resumed it meanwhile win
-        if not await rt.store.replace_execution(waiting, expected_status="waiting", expected_updated_at=seen):
-            continue
-        if client:
-            await client_tools_mod.forget_calls(rt, waiting)
+        await _cancel_waiting(rt, waiting)
+
+
+async def _cancel_waiting(rt: Runtime, record: ExecutionRecord) -> bool:
+    """Mark a waiting execution cancelled by compare-and-set (a decision or results that
+    resumed it meanwhile win: False), dropping the call-id index rows of a client wait."""
+    seen = record.updated_at
+    record.status = record.stop_reason = "cancelled"
+    record.updated_at = max(now_ms(), seen + 1)
+    if not await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen):
+        return False
+    if record.state.get("waitingFor") == client_tools_mod.WAITING_FOR:
+        await client_tools_mod.forget_calls(rt, record)
+    return True
 
 
