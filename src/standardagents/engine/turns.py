@@ -497,8 +497,19 @@ async def cancel(rt: Runtime, execution_id: str, *, timeout: float = 10.0) -> bo
         return await cancel(rt, execution_id, timeout=timeout)  # resumed meanwhile
     if record.status != "running":
         return False
-    return await _wait_on_thread(rt, record.thread_id, lambda: _over(rt, execution_id), timeout,
-                                 ("stop_requested", {"owner": record.state.get("owner"), "executionId": execution_id}))
+    owner = record.state.get("owner")
+
+    async def let_go() -> bool:
+        # over, and the thread's claim gone with it (or already taken by the thread's next turn)
+        if not await _over(rt, execution_id):
+            return False
+        holder = await rt.store.get_env("lock", "", record.thread_id)
+        if not (isinstance(holder, dict) and holder.get("owner") == owner):
+            return True
+        return any(r.id != execution_id for r in await rt.store.list_executions(thread_id=record.thread_id, status="running"))
+
+    return await _wait_on_thread(rt, record.thread_id, let_go, timeout,
+                                 ("stop_requested", {"owner": owner, "executionId": execution_id}))
 
 
 async def _recover_soon(rt: Runtime) -> None:
