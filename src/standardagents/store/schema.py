@@ -261,3 +261,5 @@ event_floors = Table(
     Column("stream", String(80), primary_key=True),
     Column("floor", BigInteger, nullable=False),
 )
+
+from . import schema_service  # noqa: E402,F401  (its tables join this metadata)
