@@ -7,6 +7,8 @@ failure at run time and from a signal the engine uses to steer a turn::
     ├── DefinitionError            a definition or project does not validate (user's mistake)
     │   └── ProjectError           a project folder cannot be loaded (file, reference, duplicate)
     ├── NotFoundError              a named thing (agent, thread, message, tool...) does not exist
+    ├── AuthenticationFailed       a caller's credentials (an identity provider's token) were refused
+    ├── AccessDenied               the authorization policy refused a caller an action on a resource
     ├── RuntimeFailure             something failed while running
     │   ├── ProviderError          a model endpoint failed (status, body, retriable)
     │   ├── StoreError             the database refused or failed a write
@@ -26,6 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AccessDenied",
+    "AuthenticationFailed",
     "ControlSignal",
     "DefinitionError",
     "ExecutionTakenOver",
@@ -73,6 +77,14 @@ class DefinitionError(StandardAgentsError):
 
 class ProjectError(DefinitionError):
     """A project folder cannot be loaded or references something that does not exist."""
+
+
+class AuthenticationFailed(StandardAgentsError):
+    """Credentials were presented and refused; the message is the one reason (never the token)."""
+
+
+class AccessDenied(StandardAgentsError):
+    """The authorization policy refused the caller this action on this resource."""
 
 
 class NotFoundError(StandardAgentsError):
