@@ -10,6 +10,8 @@ import asyncio
 import base64
 import json
 import traceback
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,14 @@ if TYPE_CHECKING:
     from .hooks import HookSet
     from .state import ThreadState
 
-__all__ = ["ToolOutcome", "Toolbox", "normalise_result", "run_tool_call", "session_tool", "unanswered_calls"]
+__all__ = ["ToolOutcome", "Toolbox", "normalise_result", "recorded_results", "run_tool_call", "session_tool",
+           "unanswered_calls"]
+
+#: a source of recorded results for the turns started in this context (a replayed turn's
+#: cassette): asked with the call and its arguments before a tool runs; a result it returns
+#: is used instead of running the tool, None lets the tool run
+recorded_results: ContextVar[Callable[[ToolCall, dict[str, Any]], Awaitable[ToolResult | None]] | None] = \
+    ContextVar("recorded_results", default=None)
 
 
 @dataclass
@@ -163,10 +172,12 @@ async def _run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, h
             except ValueError as exc:
                 result = ToolResult("error", error=f"invalid arguments for {call.name}: {exc}")
             else:
+                source = recorded_results.get()
+                recorded = await source(call, args or {}) if source is not None else None
                 try:
                     limit = tool.timeout or default_timeout
                     with tool_running(tool, call.id):  # a credential is handed only to its tools
-                        coro = tool.invoke(state, clean)
+                        coro = tool.invoke(state, clean) if recorded is None else _given(recorded)
                         value = await (asyncio.wait_for(coro, limit) if limit else coro)
                     result = normalise_result(value)
                 except ModelRetry as exc:
@@ -186,6 +197,11 @@ async def _run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, h
     if hooks.has("before_store_tool_result"):
         result = _as_result(await hooks.transform("before_store_tool_result", state, result, call))
     return ToolOutcome(call, result, args, repaired, notes, (loop.time() - started) * 1000, bad_arguments)
+
+
+async def _given(result: ToolResult) -> ToolResult:
+    """A recorded result in place of running the tool."""
+    return result
 
 
 def _as_result(value: Any) -> ToolResult:
