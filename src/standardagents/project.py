@@ -32,6 +32,7 @@ from .definitions import (
     UserEndpointDefinition,
     define_model,
 )
+from .definitions.authorization import AuthorizationDefinition
 from .definitions.provider import ProviderDefinition
 from .definitions.user_endpoint import routes_collide
 from .exceptions import DefinitionError, ProjectError
@@ -50,6 +51,7 @@ _FOLDERS: dict[str, tuple[str, type]] = {
     "hooks": ("hooks", HookDefinition),
     "effects": ("effects", EffectDefinition),
     "providers": ("providers", ProviderDefinition),
+    "authorizations": ("authorization", AuthorizationDefinition),
 }
 
 

@@ -22,10 +22,11 @@ __all__ = ["GLOBAL", "KINDS", "Entry", "Registry"]
 
 GLOBAL: str | None = None
 KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints", "controllers", "mcp",
-         "user_endpoints", "providers")
+         "user_endpoints", "providers", "authorizations")
 _SINGULAR = {"agents": "agent", "prompts": "prompt", "tools": "tool", "models": "model", "hooks": "hook",
              "effects": "effect", "thread_endpoints": "thread endpoint", "controllers": "controller",
-             "mcp": "MCP server", "user_endpoints": "user endpoint", "providers": "provider"}
+             "mcp": "MCP server", "user_endpoints": "user endpoint", "providers": "provider",
+             "authorizations": "authorization handler"}
 
 
 @dataclass(slots=True)
