@@ -21,6 +21,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..exceptions import (
+    AccessDenied,
+    AuthenticationFailed,
     DefinitionError,
     NotFoundError,
     ShuttingDownError,
@@ -111,6 +113,10 @@ def error_of(exc: BaseException) -> tuple[int, str, str]:
         return 500, "internal_error", _DB_FAILURE
     if isinstance(exc, NotFoundError):
         return 404, "not_found", str(exc)
+    if isinstance(exc, AuthenticationFailed):
+        return 401, "unauthorized", str(exc)
+    if isinstance(exc, AccessDenied):
+        return 403, "forbidden", str(exc)
     if isinstance(exc, DefinitionError):
         return 422, "invalid_request", str(exc)
     if isinstance(exc, ThreadBusyError):
