@@ -34,7 +34,9 @@ from .definitions import (
 )
 from .definitions.authorization import AuthorizationDefinition
 from .definitions.provider import ProviderDefinition
+from .definitions.schedule import ScheduleDefinition
 from .definitions.user_endpoint import routes_collide
+from .definitions.webhook import WebhookDefinition
 from .exceptions import DefinitionError, ProjectError
 from .registry import Registry
 
@@ -52,6 +54,8 @@ _FOLDERS: dict[str, tuple[str, type]] = {
     "effects": ("effects", EffectDefinition),
     "providers": ("providers", ProviderDefinition),
     "authorizations": ("authorization", AuthorizationDefinition),
+    "schedules": ("schedules", ScheduleDefinition),
+    "webhooks": ("webhooks", WebhookDefinition),
 }
 
 
@@ -468,6 +472,7 @@ def build_registry(*definitions: Any) -> Registry:
 
     kinds.append((MCPServerDefinition, "mcp"))
     kinds.append((ProviderDefinition, "providers"))
+    kinds += [(ScheduleDefinition, "schedules"), (WebhookDefinition, "webhooks")]
     problems: list[tuple[str, str]] = []
     for definition in definitions:
         for cls, kind in kinds:

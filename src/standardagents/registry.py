@@ -22,11 +22,11 @@ __all__ = ["GLOBAL", "KINDS", "Entry", "Registry"]
 
 GLOBAL: str | None = None
 KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints", "controllers", "mcp",
-         "user_endpoints", "providers", "authorizations")
+         "user_endpoints", "providers", "authorizations", "schedules", "webhooks")
 _SINGULAR = {"agents": "agent", "prompts": "prompt", "tools": "tool", "models": "model", "hooks": "hook",
              "effects": "effect", "thread_endpoints": "thread endpoint", "controllers": "controller",
              "mcp": "MCP server", "user_endpoints": "user endpoint", "providers": "provider",
-             "authorizations": "authorization handler"}
+             "authorizations": "authorization handler", "schedules": "schedule", "webhooks": "webhook"}
 
 
 @dataclass(slots=True)
