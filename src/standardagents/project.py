@@ -473,6 +473,7 @@ def build_registry(*definitions: Any) -> Registry:
     kinds.append((MCPServerDefinition, "mcp"))
     kinds.append((ProviderDefinition, "providers"))
     kinds += [(ScheduleDefinition, "schedules"), (WebhookDefinition, "webhooks")]
+    kinds.append((AuthorizationDefinition, "authorizations"))
     problems: list[tuple[str, str]] = []
     for definition in definitions:
         for cls, kind in kinds:
