@@ -31,13 +31,13 @@ from ..exceptions import DefinitionError
 from ._base import Definition
 
 __all__ = [
+    "Allow",
     "AuthorizationAction",
     "AuthorizationCaller",
     "AuthorizationDefinition",
     "AuthorizationHandler",
     "AuthorizationRequest",
     "AuthorizationResource",
-    "Allow",
     "Decision",
     "Deny",
     "Narrow",

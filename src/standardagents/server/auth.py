@@ -1,4 +1,5 @@
-"""Who is calling: bearer API tokens, the dev-mode local user, and the thread access policy.
+"""Who is calling: bearer API tokens, an identity provider's JWTs (:mod:`.oidc`), the dev-mode
+local user, and the thread access policy (decided in :mod:`.authorization`).
 
 The spec's two access levels are enforced here: ``authenticated`` rejects a request without
 verified credentials (401) before any handler runs; ``public`` still resolves a caller when
@@ -13,10 +14,13 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from ..exceptions import AccessDenied, AuthenticationFailed
 from ..records import ThreadRecord
 from ..store.base import UserRecord
 from ..store.ops import TOKEN_PREFIX
+from .authorization import default_thread_access, require_allowed
 from .errors import ApiError
+from .oidc import JwtVerifier, OidcSettings, looks_like_jwt
 from .state import ServerState, server_of
 
 __all__ = [
@@ -27,6 +31,7 @@ __all__ = [
     "authenticate",
     "caller_dict",
     "can_access_thread",
+    "jwt_verifier",
     "require_thread",
     "resolve_caller",
 ]
@@ -40,10 +45,12 @@ TOKEN_CACHE_SECONDS = 5.0
 
 @dataclass(slots=True)
 class Resolution:
-    """The verified caller (or None) and whether the request presented credentials at all."""
+    """The verified caller (or None), whether the request presented credentials at all, and
+    why presented credentials were refused."""
 
     caller: UserRecord | None
     presented: bool
+    reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -89,6 +96,17 @@ async def _local_user(server: ServerState) -> UserRecord:
     return server.local_user
 
 
+def jwt_verifier(server: ServerState) -> JwtVerifier | None:
+    """The verifier of identity-provider tokens (``STANDARDAGENTS_AUTH_*``), None when none is
+    configured; built once per server."""
+    verifier = server.extra.get("oidc", False)
+    if verifier is False:
+        settings = OidcSettings.from_env()
+        verifier = JwtVerifier(settings) if settings.enabled else None
+        server.extra["oidc"] = verifier
+    return verifier
+
+
 async def resolve_caller(conn: HTTPConnection, *, allow_query: bool = False) -> Resolution:
     """Verify the request's credentials; in dev mode a request without any is the local admin,
     and so is one whose bearer key is not an API token at all (clients such as the OpenAI SDK
@@ -102,6 +120,12 @@ async def resolve_caller(conn: HTTPConnection, *, allow_query: bool = False) -> 
         return Resolution(None, False)
     if not token:
         return Resolution(None, True)
+    verifier = jwt_verifier(server) if not token.startswith(TOKEN_PREFIX) else None
+    if verifier is not None and looks_like_jwt(token):
+        try:
+            return Resolution(await verifier.verify(token), True)
+        except AuthenticationFailed as exc:
+            return Resolution(None, True, str(exc))
     if server.dev and not token.startswith(TOKEN_PREFIX):
         return Resolution(await _local_user(server), True)
     cache: dict[str, tuple[float, UserRecord]] = server.extra.setdefault("token_cache", {})
@@ -125,27 +149,35 @@ async def authenticate(conn: HTTPConnection, *, allow_query: bool = False) -> Us
     if resolution.caller is None:
         root = getattr(getattr(getattr(conn.app.state, "server", None), "runtime", None), "registry", None)
         project = str(getattr(root, "root", None) or "PROJECT")
-        message = ("the API token is not valid (revoked, mistyped, or made for another project's database: "
+        message = (resolution.reason if resolution.reason is not None
+                   else "the API token is not valid (revoked, mistyped, or made for another project's database: "
                    f"'standardagents tokens list --project {project}' shows this server's tokens)"
                    if resolution.presented
                    else "this route needs an API token: send 'Authorization: Bearer <token>' "
                         f"(create one with 'standardagents tokens create USER --project {project}')")
-        raise ApiError(401, message, headers={"WWW-Authenticate": "Bearer"})
+        challenge = "Bearer" if resolution.reason is None else 'Bearer error="invalid_token"'
+        raise ApiError(401, message, headers={"WWW-Authenticate": challenge})
     return resolution.caller
 
 
 def can_access_thread(caller: UserRecord | None, thread: ThreadRecord) -> bool:
-    """The thread access policy: the thread's owner, or an admin."""
-    if caller is None:
-        return False
-    return caller.is_admin or (thread.user_id is not None and thread.user_id == caller.id)
+    """The built-in thread access policy: the thread's owner, or an admin (never across tenants).
+    Routes ask :func:`require_thread`, which asks the project's authorization handler too."""
+    return default_thread_access(caller, thread)
+
+
+_ACTIONS = {"GET": "read", "HEAD": "read", "DELETE": "delete"}
 
 
 async def require_thread(conn: HTTPConnection, thread_id: str, caller: UserRecord) -> ThreadRecord:
-    """The thread if it exists (404) and the caller may use it (403)."""
+    """The thread if it exists (404) and the caller may use it (403): reading for ``GET`` (and
+    streams), deleting for ``DELETE``, writing otherwise, as the policy and the handler say."""
     thread = await server_of(conn).runtime.store.get_thread(thread_id)
     if thread is None:
         raise ApiError(404, f"unknown thread {thread_id!r}")
-    if not can_access_thread(caller, thread):
-        raise ApiError(403, f"you may not access thread {thread_id!r} (it belongs to another user)")
+    method = conn.scope.get("method") or "GET"
+    try:
+        await require_allowed(server_of(conn).runtime, caller, thread, _ACTIONS.get(method, "write"))  # type: ignore[arg-type]
+    except AccessDenied as exc:
+        raise ApiError(403, str(exc)) from None
     return thread
