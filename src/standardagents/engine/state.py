@@ -56,6 +56,9 @@ class ExecutionState:
     guardrails_run: list[dict[str, Any]] | None = None
     #: what this execution's writes are conditional on (its id and the epoch it was claimed at)
     fence: Fence | None = None
+    #: per side, the system prompt and tool schemas the last step recorded (a step's record
+    #: carries them only when they changed, so the first step of a turn holds them once)
+    sent_content: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def note_hook(self, hook: str, event: str, seconds: float, outcome: str, error: str | None = None) -> None:
         """A hook ran: ``outcome`` is ``ok``, ``changed`` (a transforming hook returned a new

@@ -70,6 +70,7 @@ class StepProbe:
         }
         if tools:
             call["tools"] = [_tool_name(t) for t in tools]
+        _note_content(call, request, reply.side or "a", ex)
         if self.ttft is not None:
             call["ttftMs"] = round(self.ttft * 1000, 3)
         if self.attempts:
@@ -94,6 +95,27 @@ class StepProbe:
                 call["traceId"] = self.trace_id
         for key, entries in (ex.take_checks() or {}).items():
             call.setdefault(key, []).extend(entries)
+
+
+def _note_content(call: dict[str, Any], request: Any, side: str, ex: ExecutionState) -> None:
+    """Keep the rendered system prompt and the tool schemas a step sent, in its record, when
+    they differ from the previous step's of the same side (an identity check first: the
+    toolbox hands the same list every step): with the messages named by reference, this is
+    enough to rebuild exactly what the model was sent, at the cost of one copy per turn."""
+    first = request.messages[0] if request.messages else None
+    system = first.get("content") if isinstance(first, dict) and first.get("role") == "system" else None
+    tools = request.tools or None
+    last = ex.sent_content.get(side)
+    if last is not None and (last[0] is system or last[0] == system):
+        if last[1] is tools or last[1] == tools:
+            return
+        call["toolSchemas"] = tools or []
+    elif last is not None and (last[1] is tools or last[1] == tools):
+        call["system"] = system
+    else:
+        call["system"] = system
+        call["toolSchemas"] = tools or []
+    ex.sent_content[side] = (system, tools)
 
 
 def _tool_name(tool: Any) -> str:

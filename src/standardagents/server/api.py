@@ -36,6 +36,7 @@ from .openapi import openapi_document
 from .reruns import overrides_allowed, rerun_step
 from .runtime_view import runtime_view
 from .state import server_of
+from .steps_api import step_routes
 from .streams import (
     sse_encode,
     sse_response,
@@ -696,6 +697,7 @@ def api_routes(prefix: str) -> list[BaseRoute]:
         Route(f"{p}/executions/{{execution_id}}", get_execution, methods=["GET"]),
         Route(f"{p}/executions/{{execution_id}}/cancel", cancel_execution, methods=["POST"]),
         Route(f"{p}/executions/{{execution_id}}/steps/{{n:int}}/rerun", rerun_step, methods=["POST"]),
+        *step_routes(p),
         Route(f"{p}/usage", usage_summary, methods=["GET"]),
         Route(f"{p}/runtime", runtime_view, methods=["GET"]),
         Route(f"{t}/messages", send_message, methods=["POST"]),

@@ -132,6 +132,14 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             "cancelled is false when it had already ended",
             params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}}],
             errors=thread_op)},
+        f"{p}/executions/{{execution_id}}/steps/{{n}}": {"get": _op(
+            "Step n (its index in the execution) as the model saw it: the messages it was sent (system prompt "
+            "first, as rendered), the tool schemas offered, the reply (text, reasoning, tool calls) and each tool "
+            "call's result and duration, usage and cost; exact is false when the rebuilt messages differ in "
+            "number from those sent",
+            params=[{"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}],
+            errors=thread_op)},
         f"{p}/executions/{{execution_id}}/steps/{{n}}/rerun": {"post": _op(
             "Re-run step n (its index in the execution) as a new branch: a new thread, owned by the caller, with "
             "copies of the messages that step was sent, whose next turn runs with the given model and/or system "
