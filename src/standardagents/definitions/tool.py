@@ -20,8 +20,18 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from ..exceptions import DefinitionError
 from ._base import Definition, check_snake_case
 from ._tool_threads import TOOL_THREADS
+from .variables import (
+    CAPABILITIES,
+    Capability,
+    NetworkFields,
+    NetworkPolicy,
+    TenvRawShape,
+    VariableDefinition,
+    VariableFields,
+    check_variable_names,
+)
 
-__all__ = ["ToolDefinition", "ToolOptions", "define_tool"]
+__all__ = ["ToolDefinition", "ToolOptions", "define_tool", "uses_of_annotation"]
 
 _STATE_NAMES = {"state", "thread_state"}
 
@@ -54,9 +64,37 @@ class ToolDefinition(Definition):
     #: "code" for project tools; "mcp" / "plugin" / "agent" for other origins
     origin: str = "code"
     origin_detail: str | None = None
+    #: typed configuration values resolved from the env before each call (never shown to the model)
+    variables: dict[str, VariableDefinition] = Field(default_factory=dict)
+    #: env values the tool provides itself, read after every other env source
+    tenvs: dict[str, Any] = Field(default_factory=dict)
+    #: the state capabilities the tool uses; ``None`` (declared nothing) keeps the full state
+    uses: tuple[Capability, ...] | None = None
+    #: where the tool's ``state.fetch`` may go (declaring it adds ``network`` to ``uses``)
+    network: NetworkPolicy | None = None
 
     _validator: Any = PrivateAttr(default=None)
     _is_async: bool | None = PrivateAttr(default=None)
+
+    @property
+    def declares(self) -> bool:
+        """Whether the runtime hands this tool a :class:`ToolState` (it declared variables,
+        tenvs, uses or network) rather than the thread's state as is."""
+        return bool(self.uses is not None or self.variables or self.tenvs)
+
+    def declarations(self) -> dict[str, Any]:
+        """What the tool declares it touches, for operators (tool listings, ``validate``,
+        packed packages); empty when it declares nothing. Secrets stay hidden."""
+        out: dict[str, Any] = {}
+        if self.uses is not None:
+            out["uses"] = list(self.uses)
+        if self.variables:
+            out["variables"] = {name: var.describe() for name, var in self.variables.items()}
+        if self.tenvs:
+            out["tenvs"] = sorted(self.tenvs)
+        if self.network is not None:
+            out["network"] = self.network.describe()
+        return out
 
     def validate_arguments(self, args: dict[str, Any]) -> dict[str, Any]:
         """Return clean arguments or raise ``ValueError`` with every problem listed."""
@@ -130,6 +168,14 @@ class ToolOptions(TypedDict, total=False):
     #: where the tool came from, set by the runtime for MCP, plugin and agent tools
     origin: str
     origin_detail: str | None
+    #: typed configuration values (the spec's ``variables``), resolved from the env per call
+    variables: Mapping[str, VariableDefinition | VariableFields]
+    #: env values the tool provides itself (the spec's ``tenvs``)
+    tenvs: TenvRawShape
+    #: the state capabilities the tool uses (the spec's ``uses``)
+    uses: list[Capability] | tuple[Capability, ...]
+    #: the hosts its ``state.fetch`` may reach, limits, and credentials per host
+    network: NetworkPolicy | NetworkFields | list[str]
 
 
 #: a JSON Schema (a dict) or a Pydantic model class describing a tool's arguments
@@ -189,7 +235,7 @@ def _from_function(func: Callable[..., Any], name: str | None) -> dict[str, Any]
     for pname, param in sig.parameters.items():
         annotation = hints.get(pname, param.annotation)
         ann_text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-        if pname in _STATE_NAMES or ann_text == "ThreadState":
+        if pname in _STATE_NAMES or ann_text == "ThreadState" or uses_of_annotation(annotation) is not None:
             wants_state = True
             state_param = pname
             continue
@@ -218,6 +264,70 @@ def _from_function(func: Callable[..., Any], name: str | None) -> dict[str, Any]
         "wants_state": wants_state,
         "state_param": state_param,
     }
+
+
+def uses_of_annotation(annotation: Any) -> frozenset[str] | None:
+    """The capabilities a state Protocol stands for (``FilesUse``, or a Protocol combining
+    several), or ``None`` when ``annotation`` is not one of the tool state Protocols."""
+    if not isinstance(annotation, type):
+        return None
+    found: set[str] | None = None
+    for base in annotation.__mro__:
+        marked = base.__dict__.get("__sa_uses__")
+        if marked is not None:
+            found = (found or set()) | set(marked)
+    return frozenset(found) if found is not None else None
+
+
+def _state_annotation(data: dict[str, Any]) -> Any:
+    """The annotation of the handler's parameter that receives the state, if any."""
+    handler = data.get("execute")
+    if handler is None:
+        return None
+    try:
+        hints = get_type_hints(handler)
+    except Exception:
+        return None
+    if data.get("call_style") == "kwargs":
+        return hints.get(data.get("state_param", "state")) if data.get("wants_state") else None
+    if data.get("call_style") == "state_args":
+        params = [p for p in inspect.signature(handler).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return hints.get(params[0].name) if params else None
+    return None
+
+
+def _declared(data: dict[str, Any], problems: list[tuple[str, str]]) -> None:
+    """Normalise ``uses``/``network``/``variables`` and check them against the handler's
+    state annotation: a handler typed for capabilities it did not declare is an error."""
+    if "network" in data and isinstance(data["network"], list | tuple):
+        data["network"] = {"allow": list(data["network"])}
+    raw_uses = data.get("uses")
+    if isinstance(raw_uses, str):
+        raw_uses = [raw_uses]
+    uses: list[str] | None = None if raw_uses is None else [str(u) for u in raw_uses]
+    if uses is not None:
+        unknown = [u for u in uses if u not in CAPABILITIES]
+        if unknown:
+            problems.append(("uses", f"{unknown[0]!r} is not a capability (known: {', '.join(CAPABILITIES)})"))
+            uses = [u for u in uses if u in CAPABILITIES]
+    typed = uses_of_annotation(_state_annotation(data))
+    if typed is not None:
+        if uses is None:
+            uses = sorted(typed)
+        else:
+            missing = sorted(typed - set(uses))
+            if missing:
+                problems.append(("uses", f"the handler's state is typed for {', '.join(missing)}, which uses does not "
+                                         f"declare ({', '.join(uses) or 'nothing'})"))
+    if data.get("network") is not None:
+        uses = [*(uses or []), "network"]
+    elif uses is not None and "network" in uses:
+        problems.append(("network", "uses declares 'network' but the tool names no hosts: add network={'allow': [...]}"))
+    if uses is not None:
+        data["uses"] = tuple(dict.fromkeys(uses))
+    if isinstance(data.get("variables"), Mapping):
+        problems.extend(check_variable_names(data["variables"]))
 
 
 def _handler_style(execute: Callable[..., Any]) -> str:
@@ -279,6 +389,7 @@ def define_tool(
         if description is not None:
             data["description"] = description
         problems: list[tuple[str, str]] = []
+        _declared(data, problems)
         bad = check_snake_case(str(data.get("name", "")))
         if bad:
             problems.append(("name", bad))

@@ -24,6 +24,7 @@ from ..exceptions import ModelRetry
 from ..records import Message, ToolCall, ToolResult
 from ..toolcalls import parse_tool_arguments
 from .context import dumps
+from .tool_state import needs_tool_state, tool_state_for
 
 if TYPE_CHECKING:
     from .hooks import HookSet
@@ -177,7 +178,11 @@ async def _run_tool_call(state: ThreadState, call: ToolCall, toolbox: Toolbox, h
                 try:
                     limit = tool.timeout or default_timeout
                     with tool_running(tool, call.id):  # a credential is handed only to its tools
-                        coro = tool.invoke(state, clean) if recorded is None else _given(recorded)
+                        if recorded is not None:
+                            coro = _given(recorded)
+                        else:  # a tool that declared what it needs gets a state held to it
+                            given: Any = await tool_state_for(state, tool) if needs_tool_state(tool) else state
+                            coro = tool.invoke(given, clean)
                         value = await (asyncio.wait_for(coro, limit) if limit else coro)
                     result = normalise_result(value)
                 except ModelRetry as exc:
