@@ -48,7 +48,8 @@ async def _side(rt: Any, agent: Any, side: Literal["a", "b"], namespace: str | N
                   "fallbacks": [m.name for m in setup.fallbacks]},
         "tools": [{"name": name, "origin": tool.origin, "originDetail": tool.origin_detail,
                    "describedOrigin": describe_origin(tool), "session": setup.toolbox.session.get(name),
-                   "needsApproval": bool(getattr(tool, "needs_approval", False))}
+                   "needsApproval": bool(getattr(tool, "needs_approval", False)),
+                   "declares": tool.declarations() if hasattr(tool, "declarations") else {}}
                   for name, tool in setup.toolbox.tools.items()],
         "hooks": [{"hook": name, "id": active.definition.id} for name, actives in setup.hooks.by_name.items()
                   for active in actives],
