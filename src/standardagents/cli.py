@@ -250,6 +250,10 @@ def validate(project: ProjectArg) -> None:
         raise typer.Exit(1)
     out.print(f"[green]ok[/]: {len(registry.names('agents'))} agent(s), {len(registry.names('prompts'))} prompt(s), "
               f"{len(registry.names('tools'))} tool(s), {len(registry.names('hooks'))} hook(s)")
+    from .tool_declarations import declaration_lines
+
+    for line in declaration_lines(registry):
+        out.print(f"  {escape(line)}", highlight=False)
     for entry in registry.entries("agents"):
         agent = entry.value
         if agent is None:  # a packed agent, loaded on first use: its package was checked above
