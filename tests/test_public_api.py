@@ -21,6 +21,10 @@ PUBLIC = {
     "Event", "EventBus", "Message", "ThreadRecord", "ToolCall", "ToolResult", "Usage",
     # a user's credential grants, as tools receive them
     "CredentialGrant", "Credential", "CredentialError",
+    # what a tool declares it needs, the state it gets, and its fetch
+    "VariableDefinition", "VariableType", "NetworkPolicy", "ToolState", "EmptyUsesState", "FilesUse", "MessagesUse",
+    "EnvUse", "ValuesUse", "SubagentsUse", "CodeUse", "NetworkUse", "ToolsUse", "EffectsUse", "CredentialsUse",
+    "SkillsUse", "ToolCapabilityError", "ToolVariableError", "FetchError", "FetchResponse",
     # model providers a project defines
     "define_provider", "ProviderDefinition", "ProviderFields", "provider_const", "provider_env", "provider_value",
     "map_reasoning_level",
