@@ -1,0 +1,214 @@
+"""The semantic index: ranking items by similarity to a query vector, on the database's own
+vector search where it has one.
+
+- PostgreSQL with ``pgvector``: an HNSW index per vector size (cosine), queried with ``<=>``.
+- SQLite with ``sqlite-vec``: its ``vec_distance_cosine`` over the stored float32 vectors, on a
+  read connection of its own (``sqlean.py``, a build of SQLite that may load extensions: the
+  standard library's usually may not); writes stay on the store's connection.
+- Otherwise an exact scan in Python, announced once at start-up with what to install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from ..store.schema_memory import memory_items as items
+from ..store.schema_memory import memory_vectors as vectors
+from ._ops import ITEM_COLUMNS, live, prefix_clause
+
+__all__ = ["IndexKind", "SearchQuery", "VectorIndex", "pack", "unpack", "vector_literal"]
+
+log = logging.getLogger("standardagents.memory")
+IndexKind = Literal["pgvector", "sqlite-vec", "exact"]
+
+
+def pack(vector: Sequence[float]) -> bytes:
+    return struct.pack(f"<{len(vector)}f", *vector)
+
+
+def unpack(blob: bytes) -> tuple[float, ...]:
+    return struct.unpack(f"<{len(blob) // 4}f", blob)
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form (``[0.1,0.2]``): only formatted floats, safe to inline."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    prefix: str
+    conditions: list[Any]
+    embedder: str
+    dims: int
+    vector: Sequence[float]
+    limit: int
+    offset: int
+    now: int
+
+
+def _base(q: SearchQuery, *extra: Any) -> Any:
+    return (sa.select(*ITEM_COLUMNS, *extra).select_from(items.join(vectors, vectors.c.item_id == items.c.id))
+            .where(vectors.c.embedder == q.embedder, vectors.c.dims == q.dims, prefix_clause(q.prefix),
+                   live(q.now), *q.conditions))
+
+
+def _exact(conn: Connection, q: SearchQuery) -> list[tuple[Any, float]]:
+    rows = conn.execute(_base(q, vectors.c.vector)).all()
+    query = q.vector
+    scored = []
+    for row in rows:
+        v = unpack(row[-1])
+        scored.append((row[:-1], sum(a * b for a, b in zip(query, v, strict=False))))
+    scored.sort(key=lambda s: -s[1])
+    return scored[q.offset: q.offset + q.limit]
+
+
+def _pgvector(conn: Connection, q: SearchQuery, schema: str) -> list[tuple[Any, float]]:
+    n = int(q.dims)
+    literal = vector_literal(q.vector)
+    distance: Any = sa.literal_column(
+        f"(memory_vectors.embedding::{schema}.vector({n})) OPERATOR({schema}.<=>) '{literal}'::{schema}.vector({n})")
+    conn.execute(sa.text(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, (q.limit + q.offset) * 4))}"))
+    stmt = (sa.select(*ITEM_COLUMNS, distance.label("distance"))
+            .select_from(items.join(vectors, vectors.c.item_id == items.c.id))
+            .where(vectors.c.embedder == q.embedder, vectors.c.dims == sa.literal_column(str(n)),
+                   prefix_clause(q.prefix), live(q.now), *q.conditions)
+            .order_by(sa.literal_column("distance")).limit(q.limit).offset(q.offset))
+    return [(row[:-1], 1.0 - float(row[-1])) for row in conn.execute(stmt)]
+
+
+def ensure_hnsw(conn: Connection, dims: int, schema: str) -> None:
+    n = int(dims)
+    conn.execute(sa.text(
+        f"CREATE INDEX IF NOT EXISTS ix_memory_vectors_hnsw_{n} ON memory_vectors USING hnsw "
+        f"((embedding::{schema}.vector({n})) {schema}.vector_cosine_ops) WHERE dims = {n}"))
+
+
+def _pg_probe(conn: Connection) -> str | None:
+    """pgvector's schema when the vectors table has its column here, else None."""
+    schema = conn.execute(sa.text(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'vector'")).scalar()
+    if schema is None:
+        return None
+    column = conn.execute(sa.text(
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name = 'memory_vectors' AND column_name = 'embedding'")).first()
+    return str(schema) if column is not None else None
+
+
+class VectorIndex:
+    """Which vector search a store uses, decided once at :meth:`open` and said in the log."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.kind: IndexKind = "exact"
+        self.reason = ""
+        #: pgvector's schema (quoted), on PostgreSQL with the extension
+        self.vector_schema: str | None = None
+        self._hnsw: set[int] = set()
+        self._reader: Any = None
+        self._reader_lock = threading.Lock()
+        self._sqlite_path: Path | None = None
+
+    async def open(self) -> None:
+        from ._run import run
+
+        if self.store.dialect == "postgresql":
+            schema = await run(self.store, _pg_probe, write=False)
+            if schema is not None:
+                self.kind = "pgvector"
+                self.vector_schema = '"' + schema.replace('"', '""') + '"'
+            else:
+                self.reason = ("this PostgreSQL has no pgvector extension (CREATE EXTENSION vector); "
+                               "semantic search uses an exact scan in Python")
+        else:
+            self.reason = self._open_sqlite_vec()
+            if not self.reason:
+                self.kind = "sqlite-vec"
+        if self.kind == "exact":
+            log.warning("memory: %s", self.reason)
+        else:
+            log.info("memory: semantic search on %s", self.kind)
+
+    def _open_sqlite_vec(self) -> str:
+        database = self.store._url.database or ""
+        if database in ("", ":memory:") or database.startswith("file:"):
+            return "an in-memory SQLite database cannot be read by sqlite-vec's connection; semantic search uses an exact scan"
+        try:
+            import sqlean
+            import sqlite_vec
+        except ImportError:
+            return ("sqlite-vec is not installed (pip install 'standardagents[memory]'); "
+                    "semantic search uses an exact scan in Python")
+        try:
+            path = Path(database).expanduser()
+            conn = sqlean.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            conn.enable_load_extension(True)
+            sqlite_vec.load(conn)
+            conn.enable_load_extension(False)
+            conn.execute("PRAGMA busy_timeout=5000")
+        except Exception as exc:
+            return f"sqlite-vec could not be loaded ({exc}); semantic search uses an exact scan in Python"
+        self._reader, self._sqlite_path = conn, path
+        return ""
+
+    async def prepare(self, dims: int) -> None:
+        """Create the approximate index for vectors of ``dims`` floats (pgvector), once."""
+        if self.kind != "pgvector" or dims in self._hnsw:
+            return
+        from ._run import run
+
+        assert self.vector_schema is not None
+        try:
+            await run(self.store, ensure_hnsw, dims, self.vector_schema)
+        except Exception as exc:  # another process created it meanwhile
+            log.debug("memory: HNSW index for %d dimensions: %s", dims, exc)
+        self._hnsw.add(dims)
+
+    async def search(self, q: SearchQuery) -> list[tuple[Any, float]]:
+        from ._run import run
+
+        if self.kind == "pgvector":
+            assert self.vector_schema is not None
+            await self.prepare(q.dims)
+            return await run(self.store, _pgvector, q, self.vector_schema, write=False)
+        if self.kind == "sqlite-vec":
+            return await asyncio.to_thread(self._sqlite_vec, q)
+        return await run(self.store, _exact, q, write=False)
+
+    def _sqlite_vec(self, q: SearchQuery) -> list[tuple[Any, float]]:
+        distance = sa.func.vec_distance_cosine(vectors.c.vector, sa.bindparam("qv", pack(q.vector)))
+        stmt = _base(q, distance.label("distance")).order_by(sa.literal_column("distance")) \
+            .limit(q.limit).offset(q.offset)
+        compiled = stmt.compile(dialect=sqlite_dialect.dialect())
+        params = [compiled.params[name] for name in compiled.positiontup or ()]
+        with self._reader_lock:
+            rows = self._reader.execute(str(compiled), params).fetchall()
+        out = []
+        for row in rows:
+            values = list(row[:-1])
+            for i in (3, 7):  # value, written_by: JSON text on this connection
+                if isinstance(values[i], str):
+                    import json
+
+                    values[i] = json.loads(values[i])
+            out.append((tuple(values), 1.0 - float(row[-1])))
+        return out
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
