@@ -208,6 +208,9 @@ class OpenAIStub(ScriptedServer[StubReply]):
         self.abandoned = 0
         #: the headers of each chat request, in arrival order (lower-case names)
         self.request_headers: list[dict[str, str]] = []
+        #: the bodies of ``/v1/embeddings`` requests; set ``embeddings_down`` to answer them 503
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embeddings_down = False
 
     # -- scripting -------------------------------------------------------------------------
     @property
@@ -240,6 +243,9 @@ class OpenAIStub(ScriptedServer[StubReply]):
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in self.models]
             await self._send_json(send, 200, {"object": "list", "data": data})
             return
+        if method == "POST" and path.rstrip("/").endswith("/embeddings"):
+            await self._embeddings(receive, send)
+            return
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
             await self._send_json(send, 404, {"error": {"message": f"no route {method} {path}",
                                                         "type": "invalid_request_error"}})
@@ -263,6 +269,39 @@ class OpenAIStub(ScriptedServer[StubReply]):
             await self._reply(body, send, receive)
         finally:
             self._in_flight -= 1
+
+    async def _embeddings(self, receive: Receive, send: Send) -> None:
+        """``POST /v1/embeddings``: a deterministic vector per input (the offline embedder's),
+        so a client gets the shape OpenAI answers; every body lands in :attr:`embedding_requests`.
+        ``embeddings_down`` makes it answer 503, as an embedding endpoint that is down."""
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("input"), str | list):
+            await self._send_json(send, 400, {"error": {"message": "'input' must be a string or a list of strings",
+                                                        "type": "invalid_request_error"}})
+            return
+        self.embedding_requests.append(body)
+        if self.embeddings_down:
+            await self._send_json(send, 503, {"error": {"message": "the embedding model is unavailable",
+                                                        "type": "server_error"}})
+            return
+        from ..memory.embedders import OfflineEmbedder
+
+        texts = [body["input"]] if isinstance(body["input"], str) else [str(t) for t in body["input"]]
+        dims = body.get("dimensions") if isinstance(body.get("dimensions"), int) else 64
+        embedder = OfflineEmbedder(dims=dims)
+        data = [{"object": "embedding", "index": i, "embedding": embedder.embed_one(t)} for i, t in enumerate(texts)]
+        tokens = sum(len(t.split()) for t in texts)
+        await self._send_json(send, 200, {"object": "list", "data": data, "model": body.get("model", "stub-embedding"),
+                                          "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
     @staticmethod
     async def _send_json(send: Send, status: int, payload: Any,
