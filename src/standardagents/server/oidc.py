@@ -177,6 +177,7 @@ class JwtVerifier:
         self._client: PyJWKClient | None = None
         self._issuer_checked = False
         self._keys: dict[str, tuple[float, PyJWK]] = {}
+        self._last_refetch = -float("inf")
         self._lock = asyncio.Lock()
         self._cache: dict[str, tuple[float, Identity]] = {}
         self.discovery: dict[str, Any] = {}
@@ -202,8 +203,8 @@ class JwtVerifier:
                 url = (await self.discover()).get("jwks_uri")
                 if not isinstance(url, str) or not url:
                     raise AuthenticationFailed("the identity provider's discovery document names no jwks_uri")
-            self._client = PyJWKClient(url, cache_jwk_set=True, lifespan=self.settings.jwks_lifespan,
-                                       cooldown_duration=self.settings.refetch_cooldown, timeout=10)
+            self._client = PyJWKClient(url, cache_jwk_set=True, lifespan=max(self.settings.jwks_lifespan, 0.001),
+                                       cooldown_duration=0, timeout=10)
         return self._client
 
     async def _key(self, kid: str | None) -> PyJWK:
@@ -214,22 +215,31 @@ class JwtVerifier:
         async with self._lock:
             client = await self._jwks_client()
             try:
-                if kid is None:
-                    keys = await asyncio.to_thread(client.get_signing_keys)
-                    if len(keys) != 1:
-                        raise AuthenticationFailed("the token names no key (kid) and the provider publishes "
-                                                   f"{len(keys)} keys")
-                    key = keys[0]
-                else:
-                    key = await asyncio.to_thread(client.get_signing_key, kid)
+                keys = await asyncio.to_thread(client.get_signing_keys)
+                key = self._match(keys, kid)
+                # a key id not seen yet: the provider may have rotated, so fetch the set again,
+                # unless a new key id already made us fetch it within the cooldown
+                if key is None and kid is not None and now - self._last_refetch >= self.settings.refetch_cooldown:
+                    self._last_refetch = now
+                    keys = await asyncio.to_thread(client.get_signing_keys, True)
+                    key = self._match(keys, kid)
             except jwt.PyJWKClientConnectionError:
                 raise AuthenticationFailed("the identity provider's key set could not be fetched") from None
-            except jwt.PyJWKClientError:
-                raise AuthenticationFailed(f"the token was signed with an unknown key {kid!r}") from None
-            except jwt.PyJWKSetError:
+            except (jwt.PyJWKClientError, jwt.PyJWKSetError):
                 raise AuthenticationFailed("the identity provider's key set holds no usable key") from None
+        if key is None:
+            if kid is None:
+                raise AuthenticationFailed("the token names no key (kid) and the provider publishes "
+                                           f"{len(keys)} keys")
+            raise AuthenticationFailed(f"the token was signed with an unknown key {kid!r}")
         self._keys[kid or ""] = (now + self.settings.jwks_lifespan, key)
         return key
+
+    @staticmethod
+    def _match(keys: list[PyJWK], kid: str | None) -> PyJWK | None:
+        if kid is None:
+            return keys[0] if len(keys) == 1 else None
+        return next((k for k in keys if k.key_id == kid), None)
 
     async def verify(self, token: str) -> Identity:
         """The caller a token names, or :class:`AuthenticationFailed` with the one reason."""
