@@ -22,7 +22,8 @@ from starlette.routing import BaseRoute, Match
 
 from ..registry import Registry
 from ..store.base import UserRecord
-from .auth import ThreadEndpointAuth, authenticate, can_access_thread, resolve_caller
+from .auth import ThreadEndpointAuth, authenticate, resolve_caller
+from .authorization import thread_allowed
 from .errors import ApiError, StrictJSONRequest
 from .state import server_of
 
@@ -319,7 +320,7 @@ async def dispatch_thread_endpoint(request: Request) -> Response:
     thread = await server.runtime.store.get_thread(thread_id)
     if thread is None:
         raise ApiError(404, f"unknown thread {thread_id!r}")
-    access = can_access_thread(caller, thread)
+    access = await thread_allowed(server.runtime, caller, thread, "read" if request.method in ("GET", "HEAD") else "write")
     if not public and not access:
         raise ApiError(403, f"you may not access thread {thread_id!r} (it belongs to another user)")
     state = await server.runtime.state(thread_id)

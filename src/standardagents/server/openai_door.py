@@ -34,6 +34,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from ..engine.client_tools import ClientToolError, ClientTools, client_tools
+from ..engine.options import TurnRequest
 from ..engine.output import output_spec, to_jsonable
 from ..exceptions import (
     ShuttingDownError,
@@ -43,6 +44,7 @@ from ..exceptions import (
 )
 from ..records import Message, ThreadRecord, new_id
 from .auth import authenticate, require_thread
+from .authorization import thread_metadata
 from .doors.common import turn_failure
 from .errors import ApiError, JSONResponse, error_of, read_json
 from .openai_history import new_history, to_message
@@ -234,21 +236,19 @@ def _usage(raw: dict[str, int] | None, subagents: dict[str, int] | None = None) 
     return out
 
 
-async def begin_turn(request: Request, thread_id: str, waiting: Any, results: dict[str, str], text: str | None,
-                     sub: Any, *, output_type: Any, sampling: dict[str, Any] | None,
-                     client: ClientTools | None) -> tuple[asyncio.Task[Any], str]:
-    """Start the door's turn, or continue the one ``waiting`` for these client tool results;
-    the turn is kept past the request and ``sub`` is closed if starting fails. Both doors
-    (Chat Completions and Responses) begin their turns here."""
+async def begin_turn(request: Request, thread_id: str, waiting: Any, results: dict[str, str],
+                     turn: TurnRequest, sub: Any) -> tuple[asyncio.Task[Any], str]:
+    """Start the door's ``turn``, or continue the one ``waiting`` for these client tool
+    results with the turn's options; the turn is kept past the request and ``sub`` is closed
+    if starting fails. Both doors (Chat Completions and Responses) begin their turns here."""
     rt = server_of(request).runtime
-    execution_id = waiting.id if waiting is not None else new_id("exe_")
     try:
         if waiting is not None:
-            task = await rt.submit_tool_results(waiting.id, results, output_type=output_type,
-                                                sampling=sampling or None, client_tools=client)
+            execution_id = waiting.id
+            task = await rt.resume_with_results(waiting.id, results, turn.turn_options())
         else:
-            task = await rt.start(thread_id, text, execution_id=execution_id, output_type=output_type,
-                                  sampling=sampling or None, client_tools=client)
+            started = await rt.begin(thread_id, turn)
+            execution_id, task = started.id, started.task
     except BaseException:
         if sub is not None:
             sub.close()
@@ -318,7 +318,9 @@ async def new_thread_with_history(request: Request, agent: str, user_id: str, ea
     """A new thread of ``agent`` holding the request's earlier messages; a history that cannot
     be stored leaves no thread behind."""
     rt = server_of(request).runtime
-    thread = await rt.create_thread(agent, user_id=user_id, metadata={"source": "openai"})
+    caller = await authenticate(request)  # verified a moment ago: answered from the cache
+    metadata = await thread_metadata(rt, caller, agent, {"source": "openai"})
+    thread = await rt.create_thread(agent, user_id=user_id, metadata=metadata)
     try:
         await store_history(request, thread.id, earlier, named=False)
     except BaseException:
@@ -375,8 +377,8 @@ async def chat_completions(request: Request) -> Response:
     created = int(time.time())
     headers = {"X-Thread-Id": thread.id}
     sub = rt.subscribe(thread.id, reasoning=False, maxsize=server.stream_buffer) if body.get("stream") else None
-    task, execution_id = await begin_turn(request, thread.id, waiting, results, user_text, sub,
-                                          output_type=output_type, sampling=sampling, client=client)
+    turn = TurnRequest(content=user_text, output_type=output_type, sampling=sampling or None, client_tools=client)
+    task, execution_id = await begin_turn(request, thread.id, waiting, results, turn, sub)
     if sub is None:
         result = await task
         if result.outcome == "output_invalid":

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from ...events import Subscription
 from ...records import ThreadRecord, new_id
 from ...store.base import UserRecord
-from ..auth import LOCAL_USER_ID, can_access_thread
+from ..auth import LOCAL_USER_ID
+from ..authorization import thread_allowed, thread_metadata
 
 if TYPE_CHECKING:
     from ...definitions import AgentDefinition
@@ -129,13 +130,15 @@ async def open_thread(rt: Runtime, caller: UserRecord, agent: str, thread_id: st
     if entry is None or not (await rt.registry.aget("agents", entry.name, entry.package)).primary:
         raise DoorError(404, f"unknown agent {agent!r}")
     if not thread_id:
-        return await rt.create_thread(agent, user_id=caller.id, metadata={"source": source})
+        return await rt.create_thread(agent, user_id=caller.id,
+                                      metadata=await thread_metadata(rt, caller, agent, {"source": source}))
     thread = await rt.store.get_thread(thread_id)
     if thread is None and create:
         if not _CLIENT_ID.match(thread_id):
             raise DoorError(422, "a thread id is 1 to 128 letters, digits, '-', '_', '.' or ':'")
         try:
-            return await rt.create_thread(agent, user_id=caller.id, metadata={"source": source}, thread_id=thread_id)
+            return await rt.create_thread(agent, user_id=caller.id, thread_id=thread_id,
+                                          metadata=await thread_metadata(rt, caller, agent, {"source": source}))
         except Exception:
             # created meanwhile by a concurrent request: use it as any existing thread
             thread = await rt.store.get_thread(thread_id)
@@ -143,7 +146,7 @@ async def open_thread(rt: Runtime, caller: UserRecord, agent: str, thread_id: st
                 raise
     if thread is None:
         raise DoorError(404, f"unknown thread {thread_id!r}")
-    if not can_access_thread(caller, thread):
+    if not await thread_allowed(rt, caller, thread, "write"):
         raise DoorError(403, f"you may not access thread {thread_id!r} (it belongs to another user)")
     if rt.registry.find("agents", thread.agent, thread.package) is not entry:
         raise DoorError(422, f"thread {thread_id!r} belongs to agent {thread.agent!r}, not {agent!r}")

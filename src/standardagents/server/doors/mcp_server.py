@@ -42,7 +42,8 @@ from starlette.types import Receive, Scope, Send
 
 from ...files import canonical_path
 from ...store.base import UserRecord
-from ..auth import authenticate, can_access_thread
+from ..auth import authenticate
+from ..authorization import thread_allowed, thread_scope
 from ..errors import ApiError, error_response
 from ..streams import turn_events
 from .common import (
@@ -206,7 +207,7 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
         except (ValueError, TypeError, KeyError):
             return _error("the request state of this retry is not one this server gave")
         thread = await rt.store.get_thread(thread_id)
-        if thread is None or not can_access_thread(caller, thread):
+        if thread is None or not await thread_allowed(rt, caller, thread, "approve", kind="approval"):
             return _error(f"unknown thread {thread_id!r}", thread_id)
         answers = {key: value for key, value in (params.input_responses or {}).items()
                    if isinstance(value, types.ElicitResult)}
@@ -331,8 +332,9 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         caller = await caller_of(ctx)
         # top-level threads only: what a subagent attached to its answer is a file of its parent
-        threads = await rt.store.list_threads(user_id=None if caller.is_admin else caller.id, top_level=True,
-                                              limit=_RESOURCE_THREADS)
+        scope = await thread_scope(rt, caller)
+        threads = [t for t in await rt.store.list_threads(user_id=scope.user_id, top_level=True,
+                                                          limit=_RESOURCE_THREADS) if scope.admits(t)]
         resources: list[types.Resource] = []
         for thread in threads:
             for record in await rt.store.list_files(thread.id, ""):
@@ -356,7 +358,8 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
         if match is None:
             raise _not_found(uri, f"not a thread file URI: {uri!r} (thread://ID/files/PATH)")
         thread = await rt.store.get_thread(match["thread"])
-        if thread is None or thread.parent_id is not None or not can_access_thread(caller, thread):
+        if thread is None or thread.parent_id is not None or not await thread_allowed(
+                rt, caller, thread, "read", kind="file", resource_id=unquote(match["path"])):
             # the same answer for a missing, a foreign and a subagent's thread: ids are not disclosed
             raise _not_found(uri, f"unknown thread {match['thread']!r}")
         path = canonical_path(unquote(match["path"]))
