@@ -32,7 +32,7 @@ from ..records import ExecutionRecord, now_ms
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-__all__ = ["DONE_KEY", "done_data", "publish_done", "recover_done"]
+__all__ = ["DONE_KEY", "done_data", "publish_done", "recover_done", "turn_ended"]
 
 log = logging.getLogger("standardagents.done")
 
@@ -63,8 +63,21 @@ async def publish_done(rt: Runtime, record: ExecutionRecord, data: dict[str, Any
     record's mark when an event log runs, as it was sent without one."""
     if not rt.bus.logged or record.status in OPEN_STATUSES:
         rt.bus.emit("done", record.thread_id, data)
-        return
-    await _write_and_publish(rt, record, Event("done", record.thread_id, data))
+    else:
+        await _write_and_publish(rt, record, Event("done", record.thread_id, data))
+    if record.status not in OPEN_STATUSES:
+        await turn_ended(rt, record, data)
+
+
+async def turn_ended(rt: Runtime, record: ExecutionRecord, data: dict[str, Any]) -> None:
+    """Run the runtime's turn-end hooks (a webhook outbox): a failing hook is logged, never
+    the turn's failure. A turn recovered from a gone process runs them again; the hooks
+    must therefore be idempotent per execution."""
+    for hook in rt.turn_end_hooks:
+        try:
+            await hook(record, data)
+        except Exception:
+            log.warning("a turn-end hook failed for execution %s", record.id, exc_info=True)
 
 
 async def _write_and_publish(rt: Runtime, record: ExecutionRecord, event: Event, *, floor: int = 0,
@@ -130,11 +143,13 @@ async def recover_done(rt: Runtime, thread_id: str) -> None:
             log.warning("execution %s has done %s logged but is marked with %s", record.id, done[0], marked)
         event_id, type_, data, ts = done
         rt.bus.publish(Event(type_, thread_id, data, int(event_id), ts, logged=True))
+        await turn_ended(rt, record, data)
         return
     if marked is not None:  # marked but not logged: the log was trimmed; nothing to send again
         return
     top = max((e[0] for e in tail), default=0)
-    if await _write_and_publish(rt, record, Event("done", thread_id, done_data(record)), floor=top,
+    if await _write_and_publish(rt, record, Event("done", thread_id, recovered := done_data(record)), floor=top,
                                 recovering=True):
+        await turn_ended(rt, record, recovered)
         log.warning("execution %s of thread %s ended as its process stopped: its done is sent now",
                     record.id, thread_id)

@@ -277,13 +277,18 @@ async def _call_one(x: Execution, provider: Any, model: Any, request: ModelReque
             request.tool_choice = None
         if out is not None:
             out.shape(request, model, latches, level)
+        gate = x.rt.model_gate  # a rate limit shared by the deployment's workers
         try:
+            if gate is not None:
+                await gate.acquire(model, request)
             if model.stream:
                 return await _stream(x, provider, request, setup, reply)
             response = await provider.request(request)
             await _started_from_response(x, response, setup)
             return response
         except ProviderError as exc:
+            if gate is not None and exc.status == 429:
+                await gate.refused(model, exc.retry_after)
             if out is not None and exc.before_first_token and out.refused(exc, model, latches):
                 x._step.failed(model, exc)
                 log.warning("%s refused %s output for %s (%s); asking for it as %s", endpoint, out.mode, model.model,

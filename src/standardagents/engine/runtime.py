@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Unpack, overload
 
 from ..definitions import (
     AgentDefinition,
-    BusyPolicy,
     ModelDefinition,
     PromptDefinition,
     ToolDefinition,
 )
-from ..definitions.limits import UsageLimits
 from ..events import EventBus, Subscription
 from ..exceptions import NotFoundError
 from ..providers.base import ModelProvider
@@ -37,10 +36,10 @@ from . import approvals, handover, lifecycle, recovery, threadops, turns
 from . import client_tools as client_tools_mod
 from .client_tools import ClientTools
 from .context import LLMCache
-from .handle import StartOptions, Turn
+from .handle import Turn
 from .hooks import HookSet
 from .loop import Execution, ExecutionResult
-from .options import TurnOptions
+from .options import RunOptions, StartOptions, TurnOptions, TurnRequest
 from .owners import new_owner
 from .setup import Setups, SideSetup
 from .state import ThreadState
@@ -125,6 +124,12 @@ class Runtime:
         #: set by :meth:`hand_over`: cancelled executions end without settling (another
         #: process resumes them)
         self._handing_over = False
+        #: hooks of the services above the engine (:mod:`standardagents.service`): awaited with
+        #: each ended turn's record and ``done``; asked before a turn starts (quotas: raise to
+        #: refuse it, or return what to await when it ends); around each model request
+        self.turn_end_hooks: list[Callable[[ExecutionRecord, dict[str, Any]], Awaitable[None]]] = []
+        self.admission: Callable[[str], Awaitable[Callable[[], Coroutine[Any, Any, None]] | None]] | None = None
+        self.model_gate: Any = None
 
     # construction --------------------------------------------------------------------------
     @classmethod
@@ -305,77 +310,63 @@ class Runtime:
         return thread_id in self._running
 
     @overload
-    async def send(self, thread_id: str, content: str | None = None, *, role: str = ...,
-                   attachments: list[dict[str, Any]] | None = ..., parts: list[dict[str, Any]] | None = ...,
-                   side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
-                   start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: type[_T],
-                   output_retries: int | None = ...,
-                   usage_limits: UsageLimits | dict[str, Any] | None = ...,
-                   model: str | None = ..., system: str | None = ...) -> ExecutionResult[_T]: ...
+    async def send(self, thread_id: str, content: str | None = None, *, output_type: type[_T],
+                   **options: Unpack[RunOptions]) -> ExecutionResult[_T]: ...
 
     @overload
-    async def send(self, thread_id: str, content: str | None = None, *, role: str = ...,
-                   attachments: list[dict[str, Any]] | None = ..., parts: list[dict[str, Any]] | None = ...,
-                   side: Literal["a", "b"] | None = ..., metadata: dict[str, Any] | None = ...,
-                   start_side: Literal["a", "b"] = ..., silent: bool = ..., output_type: Any = ...,
-                   output_retries: int | None = ...,
-                   usage_limits: UsageLimits | dict[str, Any] | None = ...,
-                   model: str | None = ..., system: str | None = ...) -> ExecutionResult[Any]: ...
+    async def send(self, thread_id: str, content: str | None = None, *, output_type: Any = None,
+                   **options: Unpack[RunOptions]) -> ExecutionResult[Any]: ...
 
-    async def send(self, thread_id: str, content: str | None = None, *, role: str = "user",
-                   attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
-                   side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
-                   start_side: Literal["a", "b"] = "a", silent: bool = False, output_type: Any = None,
-                   output_retries: int | None = None,
-                   usage_limits: UsageLimits | dict[str, Any] | None = None,
-                   model: str | None = None, system: str | None = None) -> ExecutionResult[Any]:
+    async def send(self, thread_id: str, content: str | None = None, *, output_type: Any = None,
+                   **options: Unpack[RunOptions]) -> ExecutionResult[Any]:
         """Store a message and run the agent until its turn ends; returns how it ended.
 
         ``output_type`` makes the turn's final answer a validated value of that type
         (``result.value``), overriding the prompt's own; ``usage_limits`` caps what the turn
         may spend (its fields override the agent's); ``model`` and ``system`` replace the
-        starting side's model and system prompt for this turn (see :meth:`start`)."""
-        task = await self.start(thread_id, content, role=role, attachments=attachments, parts=parts, side=side,
-                                metadata=metadata, start_side=start_side, silent=silent, output_type=output_type,
-                                output_retries=output_retries, usage_limits=usage_limits, model=model, system=system)
-        return await task
+        starting side's model and system prompt for this turn (the other options: see
+        :meth:`start`)."""
+        turn = await self.begin(thread_id, TurnRequest(content=content, output_type=output_type, **options))
+        return await turn
 
-    async def start(self, thread_id: str, content: str | None = None, *, role: str = "user",
-                    attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
-                    side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
-                    start_side: Literal["a", "b"] = "a", silent: bool = False,
-                    execution_id: str | None = None, output_type: Any = None,
-                    output_retries: int | None = None,
-                    usage_limits: UsageLimits | dict[str, Any] | None = None,
-                    busy: BusyPolicy | None = None,
-                    sampling: dict[str, Any] | None = None,
-                    client_tools: ClientTools | None = None,
-                    model: str | None = None, system: str | None = None) -> asyncio.Task[ExecutionResult]:
+    async def start(self, thread_id: str, content: str | None = None, *, execution_id: str | None = None,
+                    **options: Unpack[StartOptions]) -> asyncio.Task[ExecutionResult]:
         """Start (or queue behind the running one) an execution; returns its task.
 
+        The message is ``content`` (or ``parts``, ``attachments``) with ``role``, ``side``,
+        ``metadata`` and ``silent``; ``start_side`` is the side that answers it.
         ``execution_id`` lets a caller know the id before the execution starts (it is the
         ``executionId`` of its events). ``busy`` says what the message does when the thread
         runs a turn (the agent's ``busy`` when not given; see :mod:`.busy`): a refused one
-        raises ``ThreadBusyError``. ``sampling`` (``temperature``, ``top_p``, ``max_tokens``,
-        ``stop``, ``seed``) overrides the model's settings for this turn. ``client_tools`` are
-        tools the caller runs itself: a call of one pauses the turn until
-        :meth:`submit_tool_results` (see :mod:`.client_tools`). ``model`` (a model definition's
-        name) and ``system`` (the whole system prompt text) take the place of ``start_side``'s
-        for this turn only: the definitions and other turns are unchanged, a resumed turn keeps
-        them, and the step records name the model called. An unknown model raises
-        ``NotFoundError`` before anything is stored."""
-        return await turns.start(self, thread_id, content, role=role, attachments=attachments, parts=parts, side=side,
-                                 metadata=metadata, start_side=start_side, silent=silent, execution_id=execution_id,
-                                 output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
-                                 busy=busy, sampling=sampling, client_tools=client_tools, model=model, system=system)
+        raises ``ThreadBusyError``. ``output_type`` and ``output_retries``: see :meth:`send`;
+        ``usage_limits`` caps what the turn may spend. ``sampling`` (``temperature``,
+        ``top_p``, ``max_tokens``, ``stop``, ``seed``) overrides the model's settings for this
+        turn. ``client_tools`` are tools the caller runs itself: a call of one pauses the turn
+        until :meth:`submit_tool_results` (see :mod:`.client_tools`). ``model`` (a model
+        definition's name) and ``system`` (the whole system prompt text) take the place of
+        ``start_side``'s for this turn only: the definitions and other turns are unchanged, a
+        resumed turn keeps them, and the step records name the model called. An unknown model
+        raises ``NotFoundError`` before anything is stored.
+
+        The same fields make a :class:`TurnRequest` for :meth:`begin`."""
+        turn = await self.begin(thread_id, TurnRequest(content=content, execution_id=execution_id, **options))
+        return turn.task
 
     async def submit(self, thread_id: str, content: str | None = None, **options: Unpack[StartOptions]) -> Turn:
         """Start (or queue) a turn as :meth:`start` does, and return its :class:`Turn`: the
         execution's id at once, its status, ``cancel()`` for it alone, and its result
         (``await turn``)."""
-        execution_id = new_id("exe_")
-        task = await self.start(thread_id, content, execution_id=execution_id, **options)
-        return Turn(self, thread_id, execution_id, task)
+        return await self.begin(thread_id, TurnRequest(content=content, **options))
+
+    async def begin(self, thread_id: str, request: TurnRequest) -> Turn:
+        """Start (or queue) the turn ``request`` asks for: the one entry every door goes
+        through. Returns its :class:`Turn` (its execution id is ``request.execution_id``,
+        or a new one)."""
+        if request.execution_id is None:
+            request = dataclasses.replace(request, execution_id=new_id("exe_"))
+        execution_id = request.execution_id
+        assert execution_id is not None
+        return Turn(self, thread_id, execution_id, await turns.start(self, thread_id, request))
 
     def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
         """Run an execution task, counted as pending on its thread until it ends."""
@@ -461,13 +452,20 @@ class Runtime:
                                   client_tools: ClientTools | None = None) -> asyncio.Task[ExecutionResult]:
         """Answer the client tool calls a waiting execution paused for; the same execution
         continues (its task is returned). ``ClientToolError`` when it does not wait for them."""
-        options = TurnOptions.build(output_type=output_type, sampling=sampling, client_tools=client_tools)
-        if client_tools is not None:
+        return await self.resume_with_results(
+            execution_id, results, TurnOptions.build(output_type=output_type, sampling=sampling,
+                                                     client_tools=client_tools))
+
+    async def resume_with_results(self, execution_id: str, results: dict[str, str],
+                                  options: TurnOptions | None = None) -> asyncio.Task[ExecutionResult]:
+        """:meth:`submit_tool_results` with the turn's options already built (a door's
+        :meth:`TurnRequest.turn_options`): they apply on top of the paused turn's own."""
+        if options is not None and options.client_tools is not None:
             record = await self.store.get_execution(execution_id)
             if record is not None:
                 thread = await self.get_thread(record.thread_id)
                 await self.check_client_tools(await self.agent(thread.agent, thread.package), thread.package,
-                                              client_tools)
+                                              options.client_tools)
         return await client_tools_mod.submit_results(self, execution_id, results, options)
 
     async def stop(self, thread_id: str, *, timeout: float = 10.0,  # noqa: ASYNC109 - a bounded wait
@@ -523,20 +521,21 @@ class Runtime:
 
     @overload
     async def run(self, agent: str, message: str | None = None, *, output_type: type[_T],
-                  user_id: str | None = None, **kwargs: Any) -> ExecutionResult[_T]: ...
+                  user_id: str | None = None, **options: Unpack[RunOptions]) -> ExecutionResult[_T]: ...
 
     @overload
     async def run(self, agent: str, message: str | None = None, *, output_type: Any = None,
-                  user_id: str | None = None, **kwargs: Any) -> ExecutionResult[Any]: ...
+                  user_id: str | None = None, **options: Unpack[RunOptions]) -> ExecutionResult[Any]: ...
 
     async def run(self, agent: str, message: str | None = None, *, output_type: Any = None,
-                  user_id: str | None = None, **kwargs: Any) -> ExecutionResult[Any]:
+                  user_id: str | None = None, **options: Unpack[RunOptions]) -> ExecutionResult[Any]:
         """Create a thread for ``agent``, send ``message`` and wait for the end of the turn
-        (``output_type``: see :meth:`send`)."""
-        TurnOptions.build(output_type=output_type, output_retries=kwargs.get("output_retries"),
-                          usage_limits=kwargs.get("usage_limits"))
+        (``output_type`` and the options: see :meth:`send`). The options are checked before
+        the thread is created."""
+        request = TurnRequest(content=message, output_type=output_type, **options)
+        request.turn_options()
         thread = await self.create_thread(agent, user_id=user_id)
-        return await self.send(thread.id, message, output_type=output_type, **kwargs)
+        return await (await self.begin(thread.id, request))
 
     @staticmethod
     def run_sync(project: str | Path | Registry, agent: str, message: str, **options: Any) -> ExecutionResult:
