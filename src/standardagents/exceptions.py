@@ -18,6 +18,7 @@ failure at run time and from a signal the engine uses to steer a turn::
     │   └── ToolExecutionError     a tool raised; carries the original exception
     ├── ThreadBusyError            a message came while a turn runs and the busy policy is "reject"
     ├── ShuttingDownError          a new turn asked of a runtime that is draining for a shutdown
+    ├── QuotaExceeded              a turn over its user's or tenant's quota (retry after some seconds)
     ├── InjectionRejected          a before_create_message hook refused an inject_message call
     └── ControlSignal              raised inside tools/hooks to steer the engine, never a failure
         └── ModelRetry             ask the model to try the call again with a message
@@ -38,6 +39,7 @@ __all__ = [
     "NotFoundError",
     "ProjectError",
     "ProviderError",
+    "QuotaExceeded",
     "RuntimeFailure",
     "ShuttingDownError",
     "StandardAgentsError",
@@ -115,6 +117,16 @@ class ShuttingDownError(StandardAgentsError):
                          "(another worker takes it)")
         #: answered with the 503 over HTTP: a client may retry at once
         self.headers = {"Retry-After": "1"}
+
+
+class QuotaExceeded(StandardAgentsError):
+    """A turn was refused because its user (or tenant) is over a quota; nothing was stored.
+    ``retry_after`` says in how many seconds the quota allows it (429 over HTTP)."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, int(retry_after + 0.999))
+        self.headers = {"Retry-After": str(self.retry_after)}
 
 
 class RuntimeFailure(StandardAgentsError):

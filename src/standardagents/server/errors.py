@@ -25,6 +25,7 @@ from ..exceptions import (
     AuthenticationFailed,
     DefinitionError,
     NotFoundError,
+    QuotaExceeded,
     ShuttingDownError,
     StandardAgentsError,
     StoreError,
@@ -123,6 +124,8 @@ def error_of(exc: BaseException) -> tuple[int, str, str]:
         return 409, "thread_busy", str(exc)
     if isinstance(exc, ShuttingDownError):
         return 503, "shutting_down", str(exc)
+    if isinstance(exc, QuotaExceeded):
+        return 429, "quota_exceeded", str(exc)
     if isinstance(exc, StandardAgentsError):
         return 500, "runtime_error", str(exc)
     return 500, "internal_error", "the server failed while handling this request; see the server log"
@@ -161,7 +164,8 @@ class ErrorMiddleware:
             if started:
                 return
             response = error_response(status, message, code,
-                                      headers=dict(exc.headers or {}) if isinstance(exc, ShuttingDownError | ApiError) else None)
+                                      headers=dict(exc.headers or {})
+                                      if isinstance(exc, ShuttingDownError | ApiError | QuotaExceeded) else None)
             await response(scope, receive, send)
 
 
