@@ -30,6 +30,7 @@ from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
 from ..store.checks import INT64_MAX, check_text
 from .auth import authenticate, caller_dict, require_thread
+from .authorization import list_scoped_threads, thread_metadata, thread_scope
 from .errors import ApiError, JSONResponse, read_json
 from .forks import fork_thread, rename_thread
 from .openapi import openapi_document
@@ -163,6 +164,7 @@ async def create_thread(request: Request) -> Response:
     owner = _optional_str(body, "user_id") or _optional_str(body, "userId") or caller.id
     if owner != caller.id and not caller.is_admin:
         raise ApiError(403, "only an admin may create threads for another user")
+    metadata = await thread_metadata(rt, caller, agent, metadata)
     thread = await rt.create_thread(agent, user_id=owner, title=title, metadata=metadata)
     return JSONResponse(thread_dict(thread, False), status_code=201)
 
@@ -173,12 +175,9 @@ async def list_threads(request: Request) -> Response:
     limit = _int_param(request, "limit", 50, 1, _MAX_LIMIT)
     offset = _int_param(request, "offset", 0, 0)
     user = request.query_params.get("user") or request.query_params.get("user_id")
-    if not caller.is_admin:
-        if user is not None and user != caller.id:
-            raise ApiError(403, "you may only list your own threads")
-        user = caller.id
-    threads = await rt.store.list_threads(agent=request.query_params.get("agent") or None, user_id=user,
-                                          top_level=_flag(request, "top_level"), limit=limit, offset=offset)
+    scope = await thread_scope(rt, caller, user)
+    threads = await list_scoped_threads(rt, scope, agent=request.query_params.get("agent") or None,
+                                        top_level=_flag(request, "top_level"), limit=limit, offset=offset)
     running = await rt.running_threads([t.id for t in threads])
     return JSONResponse({"threads": [thread_dict(t, t.id in running) for t in threads],
                          "limit": limit, "offset": offset})
