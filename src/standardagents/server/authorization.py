@@ -38,6 +38,7 @@ __all__ = [
     "caller_view",
     "default_thread_access",
     "handler_of",
+    "list_scoped_threads",
     "tenant_of",
     "thread_allowed",
     "thread_metadata",
@@ -188,3 +189,28 @@ async def thread_metadata(rt: Runtime, caller: UserRecord | None, agent: str,
         reason = answer.reason if isinstance(answer, Deny) else "the authorization policy does not grant it"
         raise AccessDenied(f"you may not create a thread of agent {agent!r}: {reason}")
     return out
+
+
+async def list_scoped_threads(rt: Runtime, scope: ThreadScope, *, agent: str | None = None, top_level: bool = False,
+                              limit: int = 50, offset: int = 0) -> list[ThreadRecord]:
+    """The threads ``scope`` admits, newest first (the store filters by owner; metadata is
+    matched here, page by page, until the window is filled)."""
+    if scope.metadata is None:
+        return await rt.store.list_threads(agent=agent, user_id=scope.user_id, top_level=top_level,
+                                           limit=limit, offset=offset)
+    found: list[ThreadRecord] = []
+    skipped, page, size = 0, 0, 200
+    while len(found) < limit:
+        batch = await rt.store.list_threads(agent=agent, user_id=scope.user_id, top_level=top_level,
+                                            limit=size, offset=page * size)
+        for thread in batch:
+            if not scope.admits(thread):
+                continue
+            if skipped < offset:
+                skipped += 1
+            elif len(found) < limit:
+                found.append(thread)
+        if len(batch) < size:
+            break
+        page += 1
+    return found
