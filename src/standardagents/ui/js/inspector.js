@@ -8,6 +8,7 @@ import { api } from "./api.js";
 import { copyText } from "./markdown.js";
 import * as rerun from "./rerun.js";
 import { $, showError, state } from "./state.js";
+import { showContent } from "./stepview.js";
 
 const panel = $("inspector");
 const turnsBox = $("inspector-turns");
@@ -180,7 +181,9 @@ function row(bar, span, execution) {
   }
   const track = el("div", "track");
   track.append(button);
-  line.append(el("span", "row-label", label), track, el("span", "row-figures", figures));
+  const name = el("span", "row-label", label);
+  name.title = label;
+  line.append(name, track, el("span", "row-figures", figures));
   return line;
 }
 
@@ -203,7 +206,6 @@ function preview(id) {
 function showStep(s, execution) {
   const u = s.usage || {};
   const sent = s.sent || {};
-  const reply = state.messages.find((m) => m.id === s.messageId);
   const again = el("button", "ghost rerun", "Re-run…");
   again.type = "button";
   again.setAttribute("aria-label", rerun.mayChoose(execution) ? `Re-run step ${s.index + 1} with another model or prompt`
@@ -219,7 +221,7 @@ function showStep(s, execution) {
   ]), el("h4", null, "Request"), fields([
     ["messages sent", sent.count], ["first", sent.first ? preview(sent.first) : null],
     ["last", sent.last ? preview(sent.last) : null], ["tools offered", (s.tools || []).join(", ") || "none"],
-  ]), el("h4", null, "Reply"), el("pre", "reply", reply ? (reply.content || "(tool calls only)") : s.messageId));
+  ]));
   if (s.attempts && s.attempts.length) {
     detail.append(el("h4", null, "Failed attempts"),
       fields(s.attempts.map((a, i) => [`#${i + 1} ${a.provider}/${a.model}`, a.error])));
@@ -227,6 +229,8 @@ function showStep(s, execution) {
   if (s.hooks && s.hooks.length) detail.append(el("h4", null, "Hooks"), checks(s.hooks, hookLine));
   if (s.guardrails && s.guardrails.length) detail.append(el("h4", null, "Guardrails"), checks(s.guardrails, guardLine));
   detail.dataset.showing = "step";
+  detail.dataset.step = String(s.index);
+  showContent(detail, execution.id, s.index).catch(showError);
 }
 
 function checks(entries, line) {
