@@ -4,11 +4,12 @@ PostgreSQL with pgvector: put, get, list, search, TTL, delete, and bad input."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from memory_fixtures import memory_db, pgvector_url  # noqa: F401  (fixtures)
+import memory_fixtures
 from standardagents.memory import (
     EmbedderError,
     MemoryInputError,
@@ -28,6 +29,20 @@ FACTS = {
     "car": {"text": "I drive an old green Volvo"},
 }
 USER = ("user", "u1", "facts")
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path: Any) -> AsyncIterator[SQLStore]:
+    """A SQLite store, for input checks that happen before any database is asked."""
+    store = SQLStore(f"sqlite:///{tmp_path / 'm.db'}")
+    await store.open()
+    yield store
+    await store.close()
+
+
+memory_db = memory_fixtures.memory_db
+pgvector_url = memory_fixtures.pgvector_url
+
 EXPECTED_INDEX = {"sqlite": "sqlite-vec", "postgres": "exact", "pgvector": "pgvector"}
 
 
@@ -74,7 +89,7 @@ async def test_search_ranks_the_relevant_item_first(memory_db: SQLStore) -> None
     memory = await _memory(memory_db)
     await _seed(memory)
     hits = await memory.search(("user", "u1"), query="what food do I like?", limit=2)
-    assert [h.key for h in hits][0] == "food"
+    assert hits[0].key == "food"
     assert hits[0].score is not None and hits[0].score > (hits[1].score or 0)
 
 
@@ -145,27 +160,27 @@ async def test_a_namespace_of_the_wrong_shape_is_refused(tmp_path: Any, namespac
     await store.close()
 
 
-async def test_a_value_too_large_is_refused_and_nothing_is_written(memory_db: SQLStore) -> None:
-    memory = await _memory(memory_db)
+async def test_a_value_too_large_is_refused_and_nothing_is_written(sqlite_db: SQLStore) -> None:
+    memory = await _memory(sqlite_db)
     with pytest.raises(MemoryInputError, match=r"value is \d+ bytes as JSON; at most 65536"):
         await memory.put(USER, "big", {"text": "x" * 70_000})
     assert await memory.get(USER, "big") is None
 
 
-async def test_a_value_that_is_not_an_object_is_refused(memory_db: SQLStore) -> None:
-    memory = await _memory(memory_db)
+async def test_a_value_that_is_not_an_object_is_refused(sqlite_db: SQLStore) -> None:
+    memory = await _memory(sqlite_db)
     with pytest.raises(MemoryInputError, match="value must be a JSON object, not list"):
         await memory.put(USER, "k", [1, 2])  # type: ignore[arg-type]
 
 
-async def test_a_bad_filter_names_the_field(memory_db: SQLStore) -> None:
-    memory = await _memory(memory_db)
+async def test_a_bad_filter_names_the_field(sqlite_db: SQLStore) -> None:
+    memory = await _memory(sqlite_db)
     with pytest.raises(MemoryInputError, match=r"filter on 'age': unknown operator '\$near'"):
         await memory.search(USER, filter={"age": {"$near": 3}})
 
 
-async def test_a_filter_hook_that_refuses_leaves_nothing_written(memory_db: SQLStore) -> None:
-    memory = await _memory(memory_db)
+async def test_a_filter_hook_that_refuses_leaves_nothing_written(sqlite_db: SQLStore) -> None:
+    memory = await _memory(sqlite_db)
 
     def no_secrets(namespace: Any, key: str, value: dict[str, Any]) -> dict[str, Any]:
         if "password" in str(value).lower():
