@@ -1,9 +1,10 @@
 """The engine: threads, executions, sides and stop conditions, tools and hooks."""
 
 from .effects import EffectScheduler
-from .handle import StartOptions, Turn, TurnStatus
+from .handle import Turn, TurnStatus
 from .hooks import HookExecutionContext, HookSet
 from .loop import Execution, ExecutionResult
+from .options import StartOptions, TurnOptions, TurnRequest
 from .runtime import Runtime, SideSetup
 from .state import ExecutionState, ThreadState
 
@@ -19,5 +20,7 @@ __all__ = [
     "StartOptions",
     "ThreadState",
     "Turn",
+    "TurnOptions",
+    "TurnRequest",
     "TurnStatus",
 ]

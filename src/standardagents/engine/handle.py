@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
+
+from .options import StartOptions
 
 if TYPE_CHECKING:
-    from ..definitions import BusyPolicy
-    from ..definitions.limits import UsageLimits
-    from .client_tools import ClientTools
     from .loop import ExecutionResult
     from .runtime import Runtime
 
@@ -24,27 +23,6 @@ __all__ = ["StartOptions", "Turn", "TurnStatus"]
 #: where a turn is: waiting in its thread's inbox, running (or paused for an approval or
 #: client results: ``waiting``), or ended with the record's status
 TurnStatus = Literal["queued", "running", "waiting", "complete", "interrupted", "error", "cancelled"]
-
-
-class StartOptions(TypedDict, total=False):
-    """The options of a turn (documented on :meth:`Runtime.start`), typed for editors and
-    type checkers: a misspelt option is an error before anything runs."""
-
-    role: str
-    attachments: list[dict[str, Any]] | None
-    parts: list[dict[str, Any]] | None
-    side: Literal["a", "b"] | None
-    metadata: dict[str, Any] | None
-    start_side: Literal["a", "b"]
-    silent: bool
-    output_type: Any
-    output_retries: int | None
-    usage_limits: UsageLimits | dict[str, Any] | None
-    busy: BusyPolicy | None
-    sampling: dict[str, Any] | None
-    client_tools: ClientTools | None
-    model: str | None
-    system: str | None
 
 
 class Turn:

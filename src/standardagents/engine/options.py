@@ -7,14 +7,20 @@ They are also kept with the execution record (and with a message waiting in a bu
 inbox), so a turn that pauses for an approval, is resumed after a crash or runs later from
 the inbox keeps them: :meth:`TurnOptions.state` writes them, :meth:`TurnOptions.from_state`
 reads them back.
+
+A door (the REST API, the OpenAI door, a protocol door) or :meth:`Runtime.start` asks for a
+turn with one :class:`TurnRequest`: the message, where it goes, and these options, all typed,
+so a misspelt option is a type error rather than a silently ignored keyword.
+:class:`StartOptions` types the same fields as keyword arguments.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from ..definitions import BusyPolicy
 from ..definitions.limits import UsageLimits, usage_limits
 from ..exceptions import StandardAgentsError
 from .client_tools import ClientTools
@@ -24,7 +30,7 @@ from .overrides import SideOverride
 if TYPE_CHECKING:
     from .loop import Execution
 
-__all__ = ["STATE_KEY", "TurnOptions"]
+__all__ = ["STATE_KEY", "RunOptions", "StartOptions", "TurnOptions", "TurnRequest"]
 
 #: where an execution record's state (and an inbox entry) keeps a call's own options
 STATE_KEY = "options"
@@ -158,3 +164,74 @@ def _limits(value: UsageLimits | dict[str, Any] | None) -> UsageLimits | None:
                 _LIMITS.clear()
             _LIMITS[key] = known
     return known
+
+
+class RunOptions(TypedDict, total=False):
+    """The options of a turn but its output type (documented on :meth:`Runtime.start`), as
+    keyword arguments: :meth:`Runtime.run` takes ``output_type`` on its own, typed."""
+
+    role: str
+    attachments: list[dict[str, Any]] | None
+    parts: list[dict[str, Any]] | None
+    side: Literal["a", "b"] | None
+    metadata: dict[str, Any] | None
+    start_side: Literal["a", "b"]
+    silent: bool
+    output_retries: int | None
+    usage_limits: UsageLimits | dict[str, Any] | None
+    busy: BusyPolicy | None
+    sampling: dict[str, Any] | None
+    client_tools: ClientTools | None
+    model: str | None
+    system: str | None
+
+
+class StartOptions(RunOptions, total=False):
+    """The options of a turn (documented on :meth:`Runtime.start`) as keyword arguments,
+    typed for editors and type checkers: a misspelt option is an error before anything runs.
+    They are the fields of :class:`TurnRequest` but its content and execution id."""
+
+    output_type: Any
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnRequest:
+    """One turn as a caller asks for it: the message (``content``, ``role``, ``attachments``,
+    ``parts``, ``side``, ``metadata``, ``silent``; none of them: a turn without a new
+    message), the side that starts, what a busy thread does with it (``busy``), the id its
+    execution takes (``execution_id``; one is made when not given), and the turn's own
+    options (output type and retries, usage limits, sampling, client tools, a model or system
+    prompt in place of the starting side's). Every door builds one and hands it to
+    :meth:`Runtime.begin`; the options are checked there, before anything is stored."""
+
+    content: str | None = None
+    role: str = "user"
+    attachments: list[dict[str, Any]] | None = None
+    parts: list[dict[str, Any]] | None = None
+    side: Literal["a", "b"] | None = None
+    metadata: dict[str, Any] | None = None
+    start_side: Literal["a", "b"] = "a"
+    silent: bool = False
+    execution_id: str | None = None
+    output_type: Any = None
+    output_retries: int | None = None
+    usage_limits: UsageLimits | dict[str, Any] | None = None
+    busy: BusyPolicy | None = None
+    sampling: dict[str, Any] | None = None
+    client_tools: ClientTools | None = None
+    model: str | None = None
+    system: str | None = None
+
+    def turn_options(self) -> TurnOptions | None:
+        """The options the execution keeps (checked: a bad one raises here); None when the
+        request sets none."""
+        override = None if self.model is None and self.system is None else SideOverride(
+            self.start_side, self.model, self.system)
+        return TurnOptions.build(output_type=self.output_type, output_retries=self.output_retries,
+                                 usage_limits=self.usage_limits, sampling=self.sampling,
+                                 client_tools=self.client_tools, override=override)
+
+    @property
+    def has_message(self) -> bool:
+        """Whether the turn starts with a new message (else it runs on the thread as it is)."""
+        return self.content is not None or bool(self.parts) or bool(self.attachments)

@@ -13,23 +13,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import observability as observe
-from ..definitions import AgentDefinition, BusyPolicy
-from ..definitions.limits import UsageLimits
+from ..definitions import AgentDefinition
 from ..exceptions import NotFoundError, ShuttingDownError, StandardAgentsError
 from ..records import ExecutionRecord, Fence, Message, ThreadRecord, new_id, now_ms
 from . import approvals, recovery, threadops
 from . import busy as busy_policy
 from . import client_tools as client_tools_mod
 from . import resume as resuming
-from .client_tools import ClientTools
 from .compaction import place_summaries
 from .digest import DIGEST_KEY
 from .done import publish_done
 from .handover import HANDED_OVER
 from .loop import Execution, ExecutionResult
 from .options import STATE_KEY as OPTIONS_KEY
-from .options import TurnOptions
-from .overrides import SideOverride
+from .options import TurnOptions, TurnRequest
 from .state import ExecutionState, ThreadState
 from .tools import unanswered_calls
 
@@ -61,36 +58,26 @@ async def lock(rt: Runtime, thread_id: str) -> AsyncIterator[None]:
             rt._locks.pop(thread_id, None)
 
 
-async def start(rt: Runtime, thread_id: str, content: str | None = None, *, role: str = "user",
-                attachments: list[dict[str, Any]] | None = None, parts: list[dict[str, Any]] | None = None,
-                side: Literal["a", "b"] | None = None, metadata: dict[str, Any] | None = None,
-                start_side: Literal["a", "b"] = "a", silent: bool = False,
-                execution_id: str | None = None, output_type: Any = None,
-                output_retries: int | None = None,
-                usage_limits: UsageLimits | dict[str, Any] | None = None,
-                busy: BusyPolicy | None = None,
-                sampling: dict[str, Any] | None = None,
-                client_tools: ClientTools | None = None,
-                model: str | None = None, system: str | None = None) -> asyncio.Task[ExecutionResult]:
-    """Start (or queue behind the running one) an execution; returns its task (the options
-    are documented on :meth:`Runtime.start`, the public door to this)."""
+async def start(rt: Runtime, thread_id: str, request: TurnRequest) -> asyncio.Task[ExecutionResult]:
+    """Start (or queue behind the running one) the execution ``request`` asks for; returns
+    its task (the fields are documented on :meth:`Runtime.start`, the public door to this)."""
     if rt.draining:
         raise ShuttingDownError()
-    override = None if model is None and system is None else SideOverride(start_side, model, system)
-    options = TurnOptions.build(output_type=output_type, output_retries=output_retries, usage_limits=usage_limits,
-                                sampling=sampling, client_tools=client_tools, override=override)
+    options = request.turn_options()
+    start_side, execution_id, model = request.start_side, request.execution_id, request.model
     thread = await rt.get_thread(thread_id)
     if model is not None and not rt.registry.has("models", model, thread.package):
         raise NotFoundError("model", model)
     agent = await rt.agent(thread.agent, thread.package)
-    if client_tools is not None:
-        await rt.check_client_tools(agent, thread.package, client_tools)
+    if request.client_tools is not None:
+        await rt.check_client_tools(agent, thread.package, request.client_tools)
     message = None
-    if content is not None or parts or attachments:
-        message = Message(thread_id=thread.id, role=role, content=content, parts=parts,  # type: ignore[arg-type]
-                          attachments=list(attachments or []), side=side, metadata=dict(metadata or {}), silent=silent)
+    if request.has_message:
+        message = Message(thread_id=thread.id, role=request.role, content=request.content,  # type: ignore[arg-type]
+                          parts=request.parts, attachments=list(request.attachments or []), side=request.side,
+                          metadata=dict(request.metadata or {}), silent=request.silent)
     claimed = queued = False
-    policy = busy_policy.check_policy(busy or agent.busy)
+    policy = busy_policy.check_policy(request.busy or agent.busy)
     if message is not None:
         # Claim the thread now when it is free; when it is busy (here or in another
         # process) the message is stored in the inbox before anything waits, so a crash
@@ -305,7 +292,7 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         # queued after the turn's last step: they start the next execution, not vanish
         follow_up = new_id("exe_")
         rt._queued_first[follow_up], ex.queued_tools = ex.queued_tools, []
-        await start(rt, thread.id, execution_id=follow_up)
+        await start(rt, thread.id, TurnRequest(execution_id=follow_up))
     if rt.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
         task = asyncio.get_running_loop().create_task(_title(rt, thread, agent, message, result.text))
         rt._background.add(task)

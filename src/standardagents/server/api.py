@@ -22,6 +22,7 @@ from ..costs import UsageTotals, summarize
 from ..definitions.limits import usage_limits
 from ..engine.busy import BUSY_POLICIES
 from ..engine.client_tools import forget_thread
+from ..engine.options import TurnRequest
 from ..engine.output import output_spec
 from ..engine.steps import execution_summary, load_execution
 from ..exceptions import DefinitionError, StandardAgentsError
@@ -309,7 +310,9 @@ async def list_messages(request: Request) -> Response:
                          "limit": limit, "offset": offset})
 
 
-def _message_input(body: dict[str, Any]) -> dict[str, Any]:
+def _message_input(body: dict[str, Any], execution_id: str) -> TurnRequest:
+    """The turn a message body asks for, as execution ``execution_id`` (every field checked:
+    a bad one is a 422)."""
     content = body.get("content")
     if content is not None and not isinstance(content, str):
         raise ApiError(422, "field 'content' must be a string")
@@ -330,8 +333,10 @@ def _message_input(body: dict[str, Any]) -> dict[str, Any]:
     busy = body.get("busy")
     if busy is not None and busy not in BUSY_POLICIES:
         raise ApiError(422, f"field 'busy' must be one of {', '.join(BUSY_POLICIES)}")
-    return {"content": content, "attachments": attachments, "parts": parts, "metadata": metadata, "silent": silent,
-            "busy": busy, **_output_input(body)}
+    output = _output_input(body)
+    return TurnRequest(content=content, attachments=attachments, parts=parts, metadata=metadata, silent=silent,
+                       busy=busy, output_type=output["output_type"], output_retries=output["output_retries"],
+                       usage_limits=output["usage_limits"], execution_id=execution_id)
 
 
 def _output_input(body: dict[str, Any]) -> dict[str, Any]:
@@ -400,18 +405,15 @@ async def send_message(request: Request) -> Response:
     caller = await authenticate(request)
     thread = await require_thread(request, request.path_params["thread_id"], caller)
     body = await read_json(request)
-    fields = _message_input(body)
+    execution_id = new_id("exe_")
+    turn_request = _message_input(body, execution_id)
     stream, wait = _flag(request, "stream"), _flag(request, "wait")
     if stream and wait:
         raise ApiError(422, "choose one of ?stream=true and ?wait=true")
     server = server_of(request)
     rt = server.runtime
-    execution_id = new_id("exe_")
     if wait:
-        task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
-                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
-                              output_type=fields["output_type"], output_retries=fields["output_retries"],
-                              usage_limits=fields["usage_limits"], busy=fields["busy"])
+        task = (await rt.begin(thread.id, turn_request)).task
         _keep(request, task)
         await asyncio.wait({task})
         if task.cancelled() and rt.draining:
@@ -425,10 +427,7 @@ async def send_message(request: Request) -> Response:
 
     sub = rt.subscribe(thread.id, reasoning=wants_reasoning(request), maxsize=server.stream_buffer)
     try:
-        task = await rt.start(thread.id, fields["content"], attachments=fields["attachments"], parts=fields["parts"],
-                              metadata=fields["metadata"], silent=fields["silent"], execution_id=execution_id,
-                              output_type=fields["output_type"], output_retries=fields["output_retries"],
-                              usage_limits=fields["usage_limits"], busy=fields["busy"])
+        task = (await rt.begin(thread.id, turn_request)).task
     except BaseException:
         sub.close()
         raise

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ..engine.client_tools import ClientToolError, ClientTools, client_tools
+from ..engine.options import TurnRequest
 from ..engine.output import to_jsonable
 from ..records import new_id
 from .auth import authenticate, require_thread
@@ -248,8 +249,8 @@ async def create_response(request: Request) -> Response:
             await rt.store.set_env(_SCOPE, _SCOPE_ID, rid, {"thread": thread.id, "user": caller.id, "body": final})
 
     sub = rt.subscribe(thread.id, reasoning=False) if body.get("stream") else None
-    task, execution_id = await begin_turn(request, thread.id, waiting, results, user_text, sub,
-                                          output_type=output_type, sampling=sampling, client=client)
+    turn = TurnRequest(content=user_text, output_type=output_type, sampling=sampling or None, client_tools=client)
+    task, execution_id = await begin_turn(request, thread.id, waiting, results, turn, sub)
     if sub is None:
         result = await task
         if result.outcome == "output_invalid":

@@ -39,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ...engine.options import TurnRequest
 from ...store.base import UserRecord
 from ..auth import authenticate
 from ..errors import ApiError, JSONResponse
@@ -129,7 +130,7 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
                 return
             sub = rt.subscribe(thread.id, reasoning=False)
             try:
-                task = await rt.start(thread.id, text, execution_id=task_id)
+                task = (await rt.begin(thread.id, TurnRequest(content=text, execution_id=task_id))).task
             except BaseException:
                 sub.close()
                 raise

@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ...engine.client_tools import ClientToolError, ClientTools, client_tools
+from ...engine.options import TurnOptions, TurnRequest
 from ...engine.output import to_jsonable
 from ...events import Event
 from ...records import new_id
@@ -292,7 +293,7 @@ async def run_agent(request: Request) -> Response:
         except DoorError as exc:
             raise ApiError(exc.status, exc.message) from None
         try:
-            turn = await start_turn(rt, thread, text, client_tools=client)
+            turn = await start_turn(rt, thread, TurnRequest(content=text, client_tools=client))
         except ClientToolError as exc:
             raise ApiError(400, f"front-end tools: {exc}", code="invalid_tools") from None
     _keep(request, turn.task)
@@ -355,7 +356,7 @@ async def _continue(rt: Any, thread: Any, results: dict[str, str], client: Clien
                             f"{sorted(results)}: end 'messages' with a user message to start a new run")
     sub = rt.subscribe(thread.id, reasoning=False)
     try:
-        task = await rt.submit_tool_results(waiting.id, results, client_tools=client)
+        task = await rt.resume_with_results(waiting.id, results, TurnOptions.build(client_tools=client))
     except ClientToolError as exc:
         sub.close()
         raise ApiError(422, str(exc), code="invalid_tool_results") from None

@@ -8,8 +8,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...engine.options import TurnRequest
 from ...events import Subscription
-from ...records import ThreadRecord, new_id
+from ...records import ThreadRecord
 from ...store.base import UserRecord
 from ..auth import LOCAL_USER_ID
 from ..authorization import thread_allowed, thread_metadata
@@ -163,16 +164,16 @@ class Turn:
     sub: Subscription
 
 
-async def start_turn(rt: Runtime, thread: ThreadRecord, message: str | None, **kwargs: Any) -> Turn:
-    """Start (or queue) an execution with ``message``, subscribed first so no event is missed."""
+async def start_turn(rt: Runtime, thread: ThreadRecord, request: TurnRequest) -> Turn:
+    """Start (or queue) the execution ``request`` asks for, subscribed first so no event is
+    missed."""
     sub = rt.subscribe(thread.id, reasoning=False)
-    execution_id = new_id("exe_")
     try:
-        task = await rt.start(thread.id, message, execution_id=execution_id, **kwargs)
+        started = await rt.begin(thread.id, request)
     except BaseException:
         sub.close()
         raise
-    return Turn(thread, execution_id, task, sub)
+    return Turn(thread, started.id, started.task, sub)
 
 
 async def decide_calls(rt: Runtime, thread_id: str, decisions: list[tuple[str, bool, str | None]],

@@ -40,6 +40,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from ...engine.options import TurnRequest
 from ...files import canonical_path
 from ...store.base import UserRecord
 from ..auth import authenticate
@@ -193,7 +194,7 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
             thread = await open_thread(rt, caller, params.name, thread_id, "mcp")
         except DoorError as exc:
             return _error(exc.message, thread_id)
-        turn = await start_turn(rt, thread, message)
+        turn = await start_turn(rt, thread, TurnRequest(content=message))
         await ctx.session.report_progress(1, None, f"thread {thread.id}: turn {turn.execution_id} started")
         return await _conclude(ctx, params.name, thread, turn.execution_id, turn.sub, turn.task, [1])
 
