@@ -265,3 +265,4 @@ event_floors = Table(
 from . import schema_service  # noqa: E402,F401  (its tables join this metadata)
 from . import schema_memory  # noqa: E402,F401  (its tables join this metadata)
 from . import schema_evals  # noqa: E402,F401  (its tables join this metadata)
+from . import schema_identity  # noqa: E402,F401  (its tables join this metadata)
