@@ -86,7 +86,13 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
 
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     metrics.enable()
-    builtins = [*api_routes(prefix), *user_routes(prefix)]
+    from .schedules_api import schedule_routes
+    from .webhooks_api import webhook_routes
+
+    from .evals_api import eval_routes
+
+    builtins = [*api_routes(prefix), *user_routes(prefix), *schedule_routes(prefix), *webhook_routes(prefix),
+                *eval_routes(prefix)]
     routes: list[BaseRoute] = [
         *builtins,
         Route("/metrics", metrics_endpoint, methods=["GET"]),
@@ -151,8 +157,15 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             # the turns of gone processes resume only now: their events reach other workers
             # and the event log (for a runtime opened with take_over=True a second, harmless look)
             await rt.take_over()
-            async with doors_running(app.state.server):
-                yield
+            from ..service import start_services
+
+            # schedules, the webhook sender, quotas and the shared rate limit
+            services = await start_services(rt)
+            try:
+                async with doors_running(app.state.server):
+                    yield
+            finally:
+                await services.stop()
         finally:
             server.draining = True
             signals.__exit__(None, None, None)
