@@ -86,10 +86,9 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
 
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     metrics.enable()
+    from .evals_api import eval_routes
     from .schedules_api import schedule_routes
     from .webhooks_api import webhook_routes
-
-    from .evals_api import eval_routes
 
     builtins = [*api_routes(prefix), *user_routes(prefix), *schedule_routes(prefix), *webhook_routes(prefix),
                 *eval_routes(prefix)]
