@@ -268,4 +268,5 @@ def discover_datasets(project: str | Path) -> list[Path]:
     folder = Path(project) / "evals"
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".jsonl") and p.is_file())
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".jsonl") and p.is_file()
+                  and p.stem != "online")  # evals/online.yaml holds online rules
