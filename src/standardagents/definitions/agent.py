@@ -9,6 +9,7 @@ from pydantic import Field
 
 from ._base import Definition, build, check_snake_case
 from .limits import UsageLimits
+from .memory import AgentMemory, AgentMemoryFields
 
 __all__ = [
     "AgentDefinition",
@@ -144,6 +145,9 @@ class AgentDefinition(Definition):
     #: agent's definitions changed since it started (a deploy meanwhile): ``continue`` on the
     #: new ones (noted on the execution record) or ``end`` the turn with a reason saying so
     on_definition_change: Literal["continue", "end"] = "continue"
+    #: long-term memory across this user's threads: tools, automatic recall, working memory
+    #: (:class:`AgentMemory`; None: the agent remembers nothing beyond its thread)
+    memory: AgentMemory | None = None
 
     def side(self, which: Literal["a", "b"]) -> SideConfig | None:
         return self.side_a if which == "a" else self.side_b
@@ -183,6 +187,7 @@ class AgentFields(TypedDict, total=False):
     busy: BusyPolicy
     allow_overrides: bool
     on_definition_change: Literal["continue", "end"]
+    memory: AgentMemoryFields | AgentMemory | None
 
 
 def _get(data: dict[str, Any], snake: str, camel: str) -> Any:
