@@ -7,6 +7,7 @@ grow with the conversation.
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +19,42 @@ if TYPE_CHECKING:
     from ..registry import Registry
     from .state import ThreadState
 
-__all__ = ["THINKING_BLOCKS_KEY", "LLMCache", "render_prompt", "to_llm_message"]
+__all__ = ["EXTENSIONS", "THINKING_BLOCKS_KEY", "LLMCache", "extend_context", "extension_tools", "render_prompt",
+           "to_llm_message"]
 
 #: where an assistant message keeps the provider's thinking blocks (signed, to be sent back
 #: verbatim): in its metadata, so they are stored with it and survive a restart
 THINKING_BLOCKS_KEY = "thinkingBlocks"
+
+
+#: capabilities above the engine that an agent definition turns on, by the field that
+#: configures them: the module is imported by name only when an agent sets the field, so the
+#: engine never depends on them. A module offers ``tools(rt, agent)`` and
+#: ``before_model(rt, state, agent, messages)`` (which may add to ``messages`` and returns a
+#: note kept on the step's reply, or None).
+EXTENSIONS: dict[str, str] = {"memory": "standardagents.memory.agents"}
+
+
+def _extensions(agent: Any) -> list[Any]:
+    return [importlib.import_module(module) for field, module in EXTENSIONS.items()
+            if getattr(agent, field, None) is not None]
+
+
+def extension_tools(rt: Any, agent: Any) -> list[Any]:
+    """The tool definitions the agent's extensions offer (memory's tools...)."""
+    return [tool for ext in _extensions(agent) for tool in ext.tools(rt, agent)]
+
+
+async def extend_context(rt: Any, state: Any, agent: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Let the agent's extensions add to the messages of a model call (recalled memory...);
+    their notes, by field, for the step record."""
+    notes: dict[str, Any] = {}
+    for field, module in EXTENSIONS.items():
+        if getattr(agent, field, None) is not None:
+            note = await importlib.import_module(module).before_model(rt, state, agent, messages)
+            if note:
+                notes[field] = note
+    return notes
 
 
 def prompt_is_static(prompt: PromptDefinition, registry: Registry, namespace: str | None, _seen: frozenset[str] = frozenset()) -> bool:

@@ -36,7 +36,7 @@ from ..toolcalls import (
 )
 from .client_tools import unique_client_ids
 from .compaction import compact_if_needed, over_threshold
-from .context import THINKING_BLOCKS_KEY, clip
+from .context import THINKING_BLOCKS_KEY, clip, extend_context
 from .guardrails import GuardrailTripped, OutputGuard, run_guardrails
 from .output import OUTPUT_TOOL_NAME, UNCHANGED, PartialOutput
 from .steps import StepProbe
@@ -65,12 +65,13 @@ async def _closing(stream: Any) -> AsyncIterator[Any]:
 
 async def model_step(x: Execution, side: Literal["a", "b"], setup: SideSetup, ends_turn: bool = False) -> Message:
     ex = x.ex
-    request = await _assemble(x, side, setup)
+    notes: dict[str, Any] = {}
+    request = await _assemble(x, side, setup, notes)
     if x._meter is not None:
         x._meter.before_request(request)
     msg_id = new_id("msg_")
     reply = Message(thread_id=x.thread_id, role="assistant", content=None, id=msg_id, side=side if x.dual else None,
-                    metadata={"executionId": x.record.id, "step": ex.step_count})
+                    metadata={"executionId": x.record.id, "step": ex.step_count, **notes})
     x._partial = reply
     x._partial_text = []
     x._step = step = StepProbe()
@@ -153,7 +154,8 @@ async def model_step(x: Execution, side: Literal["a", "b"], setup: SideSetup, en
     return reply
 
 
-async def _assemble(x: Execution, side: Literal["a", "b"], setup: SideSetup) -> ModelRequest:
+async def _assemble(x: Execution, side: Literal["a", "b"], setup: SideSetup,
+                    notes: dict[str, Any] | None = None) -> ModelRequest:
     hooks = setup.hooks
     state = x.state
     system = setup.static_system
@@ -177,6 +179,10 @@ async def _assemble(x: Execution, side: Literal["a", "b"], setup: SideSetup) -> 
         messages.extend(converted(x, x.ex.message_history, side))
     if x.dual and (not llm or llm[-1]["role"] == "assistant"):
         messages.append({"role": "user", "content": "(continue)"})
+    if setup.agent.memory is not None:  # what the agent recalls, placed before the new message
+        found = await extend_context(x.rt, state, setup.agent, messages)
+        if notes is not None:
+            notes.update(found)
     if hooks.has("prefilter_llm_history"):
         messages = await hooks.transform("prefilter_llm_history", state, copy.deepcopy(messages))
     model = setup.model

@@ -22,7 +22,7 @@ from ..providers.base import ModelProvider
 from ..registry import Registry
 from ..toolcalls import prepare_tools
 from ..toolsets import merge_toolsets, resolve_tool_name
-from .context import prompt_is_static, render_prompt
+from .context import extension_tools, prompt_is_static, render_prompt
 from .digest import definitions_digest
 from .hooks import HookSet
 from .output import OutputSpec, output_spec
@@ -259,6 +259,8 @@ class Setups:
             catalogue = catalogue_text(listed)
             loader = load_tools_definition([t["function"]["name"] for t in listed])
             toolbox.tools[loader.name] = loader
+        for tool in extension_tools(self.rt, agent):  # memory's tools, when the agent sets memory
+            toolbox.tools.setdefault(tool.name, tool)
         toolbox.offered = [t.openai_tool() for t in toolbox.tools.values()]
         hooks = await self.hook_set(agent, prompt, namespace)
         static = None

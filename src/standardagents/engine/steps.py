@@ -202,6 +202,7 @@ def execution_detail(record: ExecutionRecord, messages: list[Message], tool_rows
             "latencyMs": call.get("latencyMs"), "ttftMs": call.get("ttftMs"),
             "attempts": call.get("attempts") or [], "toolCalls": tool_calls, "createdAt": m.created_at,
             "guardrail": meta.get("guardrail"), "hooks": [], "guardrails": [], "skills": skills,
+            "memory": meta.get("memory"),
         })
     state = record.state or {}
     leftover = state.get("checks") or {}
