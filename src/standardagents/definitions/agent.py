@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Required, TypedDict, Unpack
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ._base import Definition, build, check_snake_case
 from .limits import UsageLimits
@@ -148,6 +148,24 @@ class AgentDefinition(Definition):
     #: long-term memory across this user's threads: tools, automatic recall, working memory
     #: (:class:`AgentMemory`; None: the agent remembers nothing beyond its thread)
     memory: AgentMemory | None = None
+    #: who may decide this agent's paused calls (``approvers``): ``owner`` (the thread's),
+    #: ``admin``, ``user:ID``, ``role:NAME`` (a role the identity provider gives) or
+    #: ``claim:NAME=VALUE``; anyone else is refused (403). A person at the command line decides
+    #: as the operator.
+    approvers: list[str] = Field(default_factory=lambda: ["owner", "admin"])
+    #: seconds a paused call waits for its decision; after that deciding it is refused (None:
+    #: as long as its resume token lives)
+    approval_expires_in: float | None = Field(default=None, gt=0)
+
+    @field_validator("approvers")
+    @classmethod
+    def _approvers(cls, value: list[str]) -> list[str]:
+        for rule in value:
+            kind, _, rest = rule.partition(":")
+            if rule not in ("owner", "admin") and not (kind in ("user", "role") and rest) \
+                    and not (kind == "claim" and "=" in rest and rest.split("=", 1)[0]):
+                raise ValueError(f"{rule!r} is not an approver: owner, admin, user:ID, role:NAME or claim:NAME=VALUE")
+        return value
 
     def side(self, which: Literal["a", "b"]) -> SideConfig | None:
         return self.side_a if which == "a" else self.side_b
@@ -188,6 +206,8 @@ class AgentFields(TypedDict, total=False):
     allow_overrides: bool
     on_definition_change: Literal["continue", "end"]
     memory: AgentMemoryFields | AgentMemory | None
+    approvers: Sequence[str]
+    approval_expires_in: float | None
 
 
 def _get(data: dict[str, Any], snake: str, camel: str) -> Any:
