@@ -1,0 +1,161 @@
+"""Memory over HTTP, in the shape clients of LangGraph's store speak (``/api/store/...``),
+and ``DELETE /api/users/{id}/data``, which forgets a user everywhere (admins only).
+
+A user's memory is theirs: a caller who is not an admin reaches only namespaces that start
+with ``["user", <their id>]`` (a search without a prefix searches there); admins reach all.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ..forget import forget_user
+from ..memory import (
+    EmbedderError,
+    MemoryInputError,
+    MemoryRejected,
+    MemoryStore,
+    WrittenBy,
+)
+from ..memory._namespace import check_namespace, parse_dotted
+from ..store.base import UserRecord
+from .auth import authenticate
+from .errors import ApiError, JSONResponse, read_json
+from .state import server_of
+
+__all__ = ["MEMORY_EMBEDDER_ENV", "memory_routes", "server_memory"]
+
+#: the embedder the server's memory uses: ``offline`` (default) or ``openai:<model>``
+MEMORY_EMBEDDER_ENV = "STANDARDAGENTS_MEMORY_EMBEDDER"
+
+
+async def server_memory(request: Request) -> MemoryStore:
+    """The server's memory store, opened on first use (on the runtime's database)."""
+    server = server_of(request)
+    memory: MemoryStore | None = server.extra.get("memory")
+    if memory is None:
+        from ..memory.agents import memory_for
+
+        memory = await memory_for(server.runtime, os.environ.get(MEMORY_EMBEDDER_ENV) or "offline")
+        server.extra["memory"] = memory
+    return memory
+
+
+def _bound(caller: UserRecord, namespace: tuple[str, ...], *, prefix: bool = False) -> tuple[str, ...]:
+    """``namespace`` if the caller may reach it (403 otherwise); an empty prefix becomes theirs."""
+    if caller.is_admin:
+        return namespace
+    own = ("user", caller.id)
+    if prefix and not namespace:
+        return own
+    if namespace[:2] != own[: len(namespace[:2])] or (len(namespace) < 2 and not prefix):
+        raise ApiError(403, f"namespace {list(namespace)!r} is not yours: your memory lives under "
+                            f"[\"user\", {caller.id!r}, ...]")
+    return namespace if len(namespace) >= 2 else own
+
+
+async def _call(coro: Any) -> Any:
+    try:
+        return await coro
+    except MemoryInputError as exc:
+        raise ApiError(422, str(exc)) from None
+    except MemoryRejected as exc:
+        raise ApiError(422, f"not stored: {exc.reason}", code="memory_rejected") from None
+    except EmbedderError as exc:
+        raise ApiError(503, str(exc), code="embedder_unavailable") from None
+
+
+def _namespace(body: dict[str, Any], key: str, *, allow_empty: bool = False) -> tuple[str, ...]:
+    try:
+        return check_namespace(body.get(key, [] if allow_empty else None), field=key, allow_empty=allow_empty)
+    except MemoryInputError as exc:
+        raise ApiError(422, str(exc)) from None
+
+
+async def put_item(request: Request) -> Response:
+    caller = await authenticate(request)
+    body = await read_json(request)
+    namespace = _bound(caller, _namespace(body, "namespace"))
+    index = body.get("index")
+    if index is not None and index is not False and not isinstance(index, list):
+        raise ApiError(422, f"field 'index' must be false or a list of field paths, not {index!r}")
+    memory = await server_memory(request)
+    key: Any = body.get("key")
+    value: Any = body.get("value")
+    await _call(memory.put(namespace, key, value, index=index, ttl=body.get("ttl"),
+                           written_by=WrittenBy(user_id=caller.id)))
+    return Response(status_code=204)
+
+
+async def get_item(request: Request) -> Response:
+    caller = await authenticate(request)
+    try:
+        namespace = parse_dotted(request.query_params.get("namespace", ""))
+    except MemoryInputError as exc:
+        raise ApiError(422, str(exc)) from None
+    key = request.query_params.get("key") or ""
+    memory = await server_memory(request)
+    item = await _call(memory.get(_bound(caller, namespace), key))
+    if item is None:
+        raise ApiError(404, f"no item {key!r} in namespace {list(namespace)!r}")
+    return JSONResponse(item.to_dict())
+
+
+async def delete_item(request: Request) -> Response:
+    caller = await authenticate(request)
+    body = await read_json(request)
+    namespace = _bound(caller, _namespace(body, "namespace"))
+    memory = await server_memory(request)
+    key: Any = body.get("key")
+    await _call(memory.delete(namespace, key))
+    return Response(status_code=204)
+
+
+async def search_items(request: Request) -> Response:
+    caller = await authenticate(request)
+    body = await read_json(request, required=False)
+    prefix = _bound(caller, _namespace(body, "namespace_prefix", allow_empty=True), prefix=True)
+    memory = await server_memory(request)
+    items = await _call(memory.search(prefix, query=body.get("query"), filter=body.get("filter"),
+                                      limit=body.get("limit", 10), offset=body.get("offset", 0)))
+    return JSONResponse({"items": [i.to_dict() for i in items]})
+
+
+async def list_namespaces(request: Request) -> Response:
+    caller = await authenticate(request)
+    body = await read_json(request, required=False)
+    prefix = _bound(caller, _namespace(body, "prefix", allow_empty=True), prefix=True)
+    suffix = _namespace(body, "suffix", allow_empty=True)
+    memory = await server_memory(request)
+    found = await _call(memory.list_namespaces(prefix, suffix=suffix, max_depth=body.get("max_depth"),
+                                               limit=body.get("limit", 100), offset=body.get("offset", 0)))
+    return JSONResponse({"namespaces": [list(ns) for ns in found]})
+
+
+async def forget_user_data(request: Request) -> Response:
+    caller = await authenticate(request)
+    if not caller.is_admin:
+        raise ApiError(403, "only an admin may forget a user's data")
+    user_id = request.path_params["user_id"]
+    runtime = server_of(request).runtime
+    if await runtime.store.get_user(user_id) is None:
+        raise ApiError(404, f"unknown user {user_id!r}")
+    report = await forget_user(runtime.store, user_id, runtime=runtime)
+    return JSONResponse(report.to_dict())
+
+
+def memory_routes(prefix: str) -> list[BaseRoute]:
+    store = f"{prefix}/store"
+    return [
+        Route(f"{store}/items", put_item, methods=["PUT"]),
+        Route(f"{store}/items", get_item, methods=["GET"]),
+        Route(f"{store}/items", delete_item, methods=["DELETE"]),
+        Route(f"{store}/items/search", search_items, methods=["POST"]),
+        Route(f"{store}/namespaces", list_namespaces, methods=["POST"]),
+        Route(f"{prefix}/users/{{user_id}}/data", forget_user_data, methods=["DELETE"]),
+    ]
