@@ -4,8 +4,12 @@ approval flow (which reads the tokens back)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import secrets
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
@@ -18,7 +22,8 @@ from ..records import now_ms
 if TYPE_CHECKING:
     from ..store.base import Store
 
-__all__ = ["TOKEN_MAX_AGE", "ApprovalError", "approval_request", "make_token", "read_token", "signing_secret"]
+__all__ = ["TOKEN_MAX_AGE", "ApprovalError", "ApprovalForbidden", "Decider", "approval_request", "call_digest",
+           "current_decider", "make_token", "read_token", "signing_secret"]
 
 #: a resume token older than this is stale (seconds)
 TOKEN_MAX_AGE = 7 * 24 * 3600
@@ -28,6 +33,40 @@ _SECRET_KEY = "_signing_secret"
 
 class ApprovalError(StandardAgentsError):
     """A resume token was forged, stale, or names a call that is no longer pending."""
+
+
+class ApprovalForbidden(ApprovalError):
+    """The decider is not among the agent's approvers, or the call waited past its expiry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decider:
+    """Who decides a paused call, as the audit records them: the caller's id, name, admin role,
+    and (from an identity provider) tenant, roles and claims."""
+
+    id: str
+    name: str
+    is_admin: bool = False
+    tenant: str | None = None
+    roles: tuple[str, ...] = ()
+    claims: dict[str, Any] = field(default_factory=dict)
+
+
+#: the caller of the request being served (set where a server door identifies it), so every
+#: door's decision is attributed without threading the caller through each; None: an operator
+current_decider: ContextVar[Decider | None] = ContextVar("standardagents_decider", default=None)
+
+
+def call_digest(tool: str, arguments: Any) -> str:
+    """SHA-256 of a tool name and its exact arguments (canonical JSON): a decision is bound to
+    it, so a changed call needs a new one."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            pass  # not JSON: the text itself is what is decided
+    body = json.dumps([tool, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 async def signing_secret(store: Store) -> str:
@@ -62,9 +101,13 @@ class _TokenSerializer(URLSafeTimedSerializer):
         return base64_encode(Serializer.dump_payload(self, obj))
 
 
-def make_token(secret: str, *, thread_id: str, execution_id: str, call_id: str) -> str:
-    """A resume token for one paused call (letters, digits, ``-``, ``_`` and ``.``, never first)."""
-    return _TokenSerializer(secret, salt=_SALT).dumps({"t": thread_id, "e": execution_id, "c": call_id})
+def make_token(secret: str, *, thread_id: str, execution_id: str, call_id: str, digest: str | None = None) -> str:
+    """A resume token for one paused call (letters, digits, ``-``, ``_`` and ``.``, never first),
+    bound to the call's :func:`call_digest` when given."""
+    payload = {"t": thread_id, "e": execution_id, "c": call_id}
+    if digest is not None:
+        payload["d"] = digest
+    return _TokenSerializer(secret, salt=_SALT).dumps(payload)
 
 
 def read_token(secret: str, token: str, *, max_age: int = TOKEN_MAX_AGE) -> dict[str, Any]:
@@ -78,7 +121,7 @@ def read_token(secret: str, token: str, *, max_age: int = TOKEN_MAX_AGE) -> dict
         raise ApprovalError("this approval token is not valid (forged or damaged)") from None
     if not isinstance(data, dict) or not {"t", "e", "c"} <= set(data):
         raise ApprovalError("this approval token is not valid")
-    return {"thread_id": data["t"], "execution_id": data["e"], "call_id": data["c"]}
+    return {"thread_id": data["t"], "execution_id": data["e"], "call_id": data["c"], "digest": data.get("d")}
 
 
 def approval_request(call_id: str, tool: str, arguments: Any, token: str, execution_id: str) -> dict[str, Any]:

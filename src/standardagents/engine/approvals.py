@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .. import observability as observe
+from ..exceptions import StoreError
 from ..records import ExecutionRecord, Fence, ThreadRecord, new_id, now_ms
+from ..store.identityops import ApprovalDecisionRecord, record_approval_decision
 from .approval_tokens import (
     TOKEN_MAX_AGE,
     ApprovalError,
+    ApprovalForbidden,
+    Decider,
     approval_request,
+    call_digest,
+    current_decider,
     make_token,
     read_token,
     signing_secret,
@@ -28,7 +35,41 @@ if TYPE_CHECKING:
     from .options import TurnOptions
     from .runtime import Runtime
 
-__all__ = ["TOKEN_MAX_AGE", "ApprovalError", "approval_request", "make_token", "read_token", "signing_secret"]
+__all__ = [
+    "TOKEN_MAX_AGE",
+    "ApprovalError",
+    "ApprovalForbidden",
+    "Decider",
+    "approval_request",
+    "make_token",
+    "may_approve",
+    "read_token",
+    "signing_secret",
+]
+
+log = logging.getLogger("standardagents.approvals")
+_UNSET: Any = object()
+
+
+def may_approve(approvers: list[str], thread: ThreadRecord, decider: Decider | None) -> bool:
+    """Whether ``decider`` is one of an agent's ``approvers`` for this thread (an operator at the
+    command line, with no decider, always is)."""
+    if decider is None:
+        return True
+    for rule in approvers:
+        kind, _, rest = rule.partition(":")
+        if rule == "owner" and thread.user_id is not None and thread.user_id == decider.id:
+            return True
+        if rule == "admin" and decider.is_admin:
+            return True
+        if (kind == "user" and rest == decider.id) or (kind == "role" and rest in decider.roles):
+            return True
+        if kind == "claim":
+            name, _, value = rest.partition("=")
+            held = decider.claims.get(name)
+            if str(held) == value or (isinstance(held, list) and value in [str(v) for v in held]):
+                return True
+    return False
 
 async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
     """The calls of a thread waiting for a decision, each with a fresh resume token."""
@@ -43,34 +84,59 @@ async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]
                 arguments: Any = json.loads(item.get("arguments") or "{}")
             except ValueError:
                 arguments = item.get("arguments")
-            token = make_token(secret, thread_id=thread_id, execution_id=record.id, call_id=item["id"])
-            out.append(approval_request(item["id"], item["name"], arguments, token, record.id))
+            digest = call_digest(item["name"], item.get("arguments") or "{}")
+            token = make_token(secret, thread_id=thread_id, execution_id=record.id, call_id=item["id"], digest=digest)
+            out.append({**approval_request(item["id"], item["name"], arguments, token, record.id), "digest": digest})
     return out
 
 
 async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None = None,
-                 thread_id: str | None = None) -> asyncio.Task[ExecutionResult] | None:
+                 thread_id: str | None = None, decider: Decider | None = _UNSET,
+                 ) -> asyncio.Task[ExecutionResult] | None:
     """Approve or deny one paused call. When it was the last pending call of its
     execution, the same execution continues; its task is returned (else None).
 
+    The decision is bound to the call's tool and exact arguments (a token asked for another
+    call is refused), consumed once, and audited with who decided (``decider``, else the
+    request's :data:`current_decider`), when and why.
+
     Raises :class:`~standardagents.engine.approvals.ApprovalError` for a forged or stale
-    token, or a call that is no longer pending."""
+    token, or a call that is no longer pending; :class:`ApprovalForbidden` for a decider the
+    agent's ``approvers`` leave out, or a call that waited past ``approval_expires_in``."""
     data = read_token(await signing_secret(rt.store), token)
     if thread_id is not None and data["thread_id"] != thread_id:
         raise ApprovalError("this approval token belongs to another thread")
+    who = current_decider.get() if decider is _UNSET else decider
+    thread = await rt.get_thread(data["thread_id"])
+    agent = await rt.agent(thread.agent, thread.package)
+    if not may_approve(agent.approvers, thread, who):
+        raise ApprovalForbidden(f"you may not decide this call: agent {agent.name!r} takes decisions from "
+                                f"{', '.join(agent.approvers) or 'nobody'}")
     # A compare-and-set on the stored record: of concurrent deciders (a double click, two
     # workers, a CLI), exactly one records each decision and exactly one resumes.
     for _attempt in range(50):
         record = await rt.store.get_execution(data["execution_id"])
         if record is None or record.status != "waiting":
             raise ApprovalError("this approval is stale: the execution is no longer waiting")
-        pending = {p["id"] for p in record.state.get("pending", [])}
+        calls = {p["id"]: p for p in record.state.get("pending", [])}
+        pending = set(calls)
         decisions = dict(record.state.get("decisions", {}))
         if data["call_id"] not in pending or data["call_id"] in decisions:
             raise ApprovalError("this approval is stale: the call was already decided")
-        decisions[data["call_id"]] = {"approved": bool(approved), "reason": reason}
+        call = calls[data["call_id"]]
+        digest = call_digest(call["name"], call.get("arguments") or "{}")
+        if data["digest"] is not None and data["digest"] != digest:
+            raise ApprovalError("this approval was asked for another call: the tool or its arguments changed, "
+                                "so the call needs a new approval")
         seen_at = record.updated_at
-        record.state = {**record.state, "decisions": decisions}
+        waiting_since = int(record.state.get("waitingSince", seen_at))
+        decided_at = now_ms()
+        if agent.approval_expires_in is not None and decided_at - waiting_since > agent.approval_expires_in * 1000:
+            raise ApprovalForbidden(f"this approval expired: agent {agent.name!r} waits "
+                                    f"{agent.approval_expires_in:g} s for a decision")
+        decisions[data["call_id"]] = {"approved": bool(approved), "reason": reason, "digest": digest,
+                                      "decidedBy": who.id if who is not None else None, "decidedAt": decided_at}
+        record.state = {**record.state, "decisions": decisions, "waitingSince": waiting_since}
         complete = pending <= set(decisions)
         if complete:
             record.status = "running"
@@ -83,12 +149,21 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
             break
     else:
         raise ApprovalError("the decision could not be recorded: the execution kept changing; try again")
+    audit = ApprovalDecisionRecord(
+        thread_id=thread.id, execution_id=record.id, call_id=data["call_id"], tool=call["name"], digest=digest,
+        approved=bool(approved), decided_at=decided_at, reason=reason, decided_by=who.id if who else None,
+        decided_by_name=who.name if who else None, tenant=who.tenant if who else None,
+        roles=list(who.roles) if who else [])
+    try:
+        await record_approval_decision(rt.store, audit)
+    except StoreError:
+        # the decision itself is recorded on the execution (who, when, digest); only its audit row is missing
+        log.exception("the audit row of decision %s could not be written", audit.id)
     rt.bus.emit("approval.decided", data["thread_id"], {"id": data["call_id"], "approved": bool(approved),
-                                                          "executionId": record.id, "reason": reason})
+                                                          "executionId": record.id, "reason": reason,
+                                                          "decidedBy": audit.decided_by})
     if not complete:
         return None
-    thread = await rt.get_thread(data["thread_id"])
-    agent = await rt.agent(thread.agent, thread.package)
     return rt._track(rt._execute(thread, agent, None, record.side, resume=record), thread.id)
 
 

@@ -87,12 +87,13 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     metrics.enable()
     from .evals_api import eval_routes
+    from .identity_routes import identity_routes
     from .memory_api import memory_routes
     from .schedules_api import schedule_routes
     from .webhooks_api import webhook_routes
 
     builtins = [*api_routes(prefix), *user_routes(prefix), *schedule_routes(prefix), *webhook_routes(prefix),
-                *eval_routes(prefix), *memory_routes(prefix)]
+                *eval_routes(prefix), *memory_routes(prefix), *identity_routes(prefix)]
     routes: list[BaseRoute] = [
         *builtins,
         Route("/metrics", metrics_endpoint, methods=["GET"]),

@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from ..engine.approval_tokens import Decider, current_decider
 from ..exceptions import AccessDenied, AuthenticationFailed
 from ..records import ThreadRecord
 from ..store.base import UserRecord
@@ -157,7 +158,11 @@ async def authenticate(conn: HTTPConnection, *, allow_query: bool = False) -> Us
                         f"(create one with 'standardagents tokens create USER --project {project}')")
         challenge = "Bearer" if resolution.reason is None else 'Bearer error="invalid_token"'
         raise ApiError(401, message, headers={"WWW-Authenticate": challenge})
-    return resolution.caller
+    caller = resolution.caller
+    # an approval decided while serving this request is attributed to this caller
+    current_decider.set(Decider(caller.id, caller.name, caller.is_admin, getattr(caller, "tenant", None),
+                                tuple(getattr(caller, "roles", ())), dict(getattr(caller, "claims", {}))))
+    return caller
 
 
 def can_access_thread(caller: UserRecord | None, thread: ThreadRecord) -> bool:
