@@ -25,7 +25,23 @@ function scroll() { if (!quiet) box.scrollTop = box.scrollHeight; }
 // Draw a thread's stored messages in one go (one layout and one scroll at the end).
 export function renderAll(messages) {
   quiet = true;
-  try { messages.forEach(renderMessage); } finally { quiet = false; }
+  try {
+    // each turn's tokens and cost follow its last message, as they did when it ended live
+    let turn = null; let spent = null;
+    const close = () => { if (spent && spent.seen) usageLine(spent.tokens, spent.priced ? spent.cost : null); };
+    for (const m of messages) {
+      const eid = (m.metadata || {}).executionId;
+      if (eid && eid !== turn) { close(); turn = eid; spent = { tokens: 0, cost: 0, priced: true, seen: false }; }
+      else if (!eid && m.role === "user" && turn) { close(); turn = null; spent = null; }
+      renderMessage(m);
+      if (spent && m.role === "assistant" && m.usage) {
+        spent.seen = true;
+        spent.tokens += m.usage.total_tokens || 0;
+        if (m.cost === null || m.cost === undefined) spent.priced = false; else spent.cost += m.cost;
+      }
+    }
+    close();
+  } finally { quiet = false; }
   scroll();
 }
 
@@ -115,21 +131,53 @@ function toolCard(id, name, status, { args, detail } = {}) {
   el.querySelector(".tool-name").textContent = name;
   el.querySelector(".tool-state").textContent = status;
   if (args !== undefined) el.querySelector(".tool-args").textContent = prettyArgs(args);
-  if (detail !== undefined) el.querySelector(".tool-detail").textContent = text(detail);
+  if (detail !== undefined) limit(el, text(detail));
   scroll();
   return el;
+}
+
+// A reply cut short by a stop says so, live and after a reload.
+function markStopped(el, status) {
+  if (status !== "cancelled" || el.querySelector(".stopped-mark")) return;
+  el.classList.add("stopped");
+  const mark = document.createElement("div");
+  mark.className = "stopped-mark";
+  mark.textContent = "stopped";
+  el.querySelector(".msg-body").after(mark);
+}
+
+// A long result is held to a few lines until "show all".
+function limit(card, value) {
+  const detail = card.querySelector(".tool-detail");
+  detail.textContent = value;
+  const long = value.length > 400 || value.split("\n").length > 8;
+  detail.classList.toggle("clipped", long);
+  let more = card.querySelector(".show-all");
+  if (!long) { more?.remove(); return; }
+  if (!more) {
+    more = document.createElement("button");
+    more.type = "button";
+    more.className = "ghost show-all";
+    more.addEventListener("click", () => {
+      more.textContent = detail.classList.toggle("clipped") ? "show all" : "show less";
+    });
+    detail.after(more);
+  }
+  more.textContent = "show all";
 }
 
 export function renderMessage(m) {
   remember(m);
   if (m.role === "user") bubble(m.id, "user", m.content || "");
   else if (m.role === "assistant") {
-    if (m.content) bubble(m.id, "assistant", m.content, m.side);
+    if (m.content) markStopped(bubble(m.id, "assistant", m.content, m.side), m.status);
     for (const call of m.tool_calls || []) {
       if (!cards.has(call.id)) toolCard(call.id, call.function.name, "running", { args: call.function.arguments, detail: "" });
     }
   } else if (m.role === "tool" && m.tool_call_id) {
-    toolCard(m.tool_call_id, m.name || "tool", m.tool_status === "error" ? "failed" : "done", { detail: m.content });
+    const failed = m.tool_status === "error";
+    const detail = failed && typeof m.content === "string" && m.content.startsWith("Error: ") ? m.content.slice(7) : m.content;
+    toolCard(m.tool_call_id, m.name || "tool", failed ? "failed" : "done", { detail });
   }
 }
 
@@ -174,7 +222,9 @@ export function onEvent(event) {
     case "message_updated":
       if (!d.message) break;
       remember(d.message);
-      if (d.message.role === "assistant" && d.message.content) bubble(d.message.id, "assistant", d.message.content, d.message.side);
+      if (d.message.role === "assistant" && d.message.content) {
+        markStopped(bubble(d.message.id, "assistant", d.message.content, d.message.side), d.message.status);
+      }
       break;
     case "tool_call_started":
       toolCard(d.id, d.name, "running", { args: d.arguments, detail: d.progress ? String(d.progress) : "" });
@@ -205,8 +255,7 @@ export function onEvent(event) {
 
 // A call waiting for a person: approve or deny it; the same turn then continues, followed live.
 export function approvalCard(d) {
-  const args = JSON.stringify(d.arguments);
-  const el = toolCard(d.id, d.tool, "waiting", { args, detail: args });
+  const el = toolCard(d.id, d.tool, "waiting", { args: JSON.stringify(d.arguments), detail: "waiting for your decision" });
   if (el.querySelector(".approval")) return;
   const row = document.createElement("div");
   row.className = "approval";
@@ -221,6 +270,13 @@ export function approvalCard(d) {
   el.appendChild(row);
 }
 
+function decided(card, approved, at) {
+  const who = state.user?.name || state.user?.id || "you";
+  let line = card.querySelector(".decided");
+  if (!line) { line = document.createElement("div"); line.className = "decided"; card.appendChild(line); }
+  line.textContent = `${approved ? "approved" : "denied"} by ${who} at ${at.toLocaleTimeString()}`;
+}
+
 async function decide(d, approved, row) {
   row.querySelectorAll("button").forEach((b) => { b.disabled = true; });
   if (d.executionId) own.add(d.executionId);
@@ -232,7 +288,8 @@ async function decide(d, approved, row) {
     const stream = await openStream(thread, controller.signal);
     await api(`/threads/${thread}/approvals`, { method: "POST", json: { token: d.token, approved } });
     row.remove();
-    toolCard(d.id, d.tool, approved ? "running" : "failed", approved ? {} : { detail: "denied" });
+    const card = toolCard(d.id, d.tool, approved ? "running" : "failed", approved ? { detail: "" } : { detail: "denied" });
+    decided(card, approved, new Date());
     await readSSE(stream, (event) => {
       onEvent(event);
       if (event.type === "done" && (event.data || {}).executionId === d.executionId) controller.abort();

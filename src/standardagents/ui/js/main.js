@@ -6,6 +6,7 @@ import * as live from "./live.js";
 import * as rerun from "./rerun.js";
 import * as runtime from "./runtime.js";
 import { $, forget, showError, state } from "./state.js";
+import "./phone.js";
 import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
 
 const PAGE = 500;
