@@ -10,7 +10,11 @@ A reconnecting client names the last id it saw (SSE ``Last-Event-ID``, or ``afte
 sent the stream's logged events after that id, then live events, skipping ids it already
 got. Events not yet written (published here, or relayed here from another worker within
 the last ``recent_seconds``) are taken from memory, so replay has no gap while a batch is
-on its way to the database.
+on its way to the database. With several workers, the replay stops at the id up to which this
+worker's subscribers have every event (:meth:`~standardagents.events.EventBus.settled`):
+an event above it may still be waiting for a lower id from another worker, and comes live,
+after the replay, in order; one read from the log above it would let a lower id still on its
+way be skipped as already seen.
 
 Retention: each stream keeps its newest ``keep`` events, and none older than ``max_age``
 seconds. Trimming raises the stream's *floor* (the highest id dropped); a client asking for
@@ -232,11 +236,13 @@ class EventLog:
         floor, rows = await self.store.read_events(stream, after, limit=limit)
         if floor > after or len(rows) >= limit:
             return Replay([], True, after)
+        settled = self.bus.settled(stream)
         found: dict[int, Event] = {}
         for event_id, type_, data, ts in rows:
-            found[event_id] = Event(type_, thread_id if thread_id is not None else stream, data, event_id, ts)
+            if event_id <= settled:
+                found[event_id] = Event(type_, thread_id if thread_id is not None else stream, data, event_id, ts)
         for key, event in tuple(self._recent):
-            if key == stream and event.id > after and event.id not in found:
+            if key == stream and after < event.id <= settled and event.id not in found:
                 found[event.id] = event
         events = sorted(found.values(), key=lambda e: e.id)
         if not reasoning:

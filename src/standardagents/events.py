@@ -7,26 +7,43 @@ blocks the engine; when its queue overflows it loses events and is told with one
 Event ids: the bus that publishes an event first gives it its id, which then travels with it
 (across workers on the relay, into the event log), so every worker shows the same id. An id
 is a clock reading in microseconds since the epoch, raised when needed to stay above the last
-id this process saw on any thread (its own events and those relayed from other workers): one
-high-water mark keeps every thread's ids growing, without a database round trip per event
-and without a table of threads to consult on each one, and a reconnecting client
-names the last one it saw to be sent what followed (:mod:`standardagents.eventlog`). Events
-made for one client only (``connected``, ``lagged``) have id 0 and are never logged.
+id this process saw on any thread (its own events, those relayed from other workers, and the
+frontiers they announce): one high-water mark keeps every thread's ids growing, without a
+database round trip per event and without a table of threads to consult on each one, and a
+reconnecting client names the last one it saw to be sent what followed
+(:mod:`standardagents.eventlog`). Events made for one client only (``connected``,
+``lagged``) have id 0 and are never logged.
 
 A turn's ``done`` is written to the store before any stream sees it (:mod:`standardagents.engine.done`):
 its id is taken with :meth:`EventBus.hold`, and the thread's events published meanwhile wait
 behind it until :meth:`EventBus.release`, so ids still reach every stream in order.
+
+Across workers, ids alone do not give one order: a worker's own event reaches its streams at
+once, while a lower id published a moment earlier by another worker is still on its way over
+the relay. So with a relay attached the bus puts a :class:`Sequencer` between publishing and
+subscribers (listeners, the relay and the event log among them, still get every event at
+once). Each worker announces on the relay its *frontier*: the id below which it will publish
+nothing more (its id clock, raised to the present when announced, less any id it holds), sent
+after the events it covers on the same ordered connection. The sequencer hands a thread's
+events to subscribers in id order, and only up to the lowest frontier of the live peers, so no
+event with a lower id can still arrive: every connection, to any worker, sees ids grow, and
+what it saw is everything up to there (:meth:`EventBus.settled` tells the event log where
+that is, so a replay and the live events meet without a gap). A worker announces its frontier
+with every batch it sends, when a peer waits for it, and every ``beat`` seconds; a peer not
+heard from for a few beats is taken as gone and no longer waited for. Token deltas pay no
+database round trip for this: a relay round trip of latency at most while a peer is idle.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["END", "EVENT_TYPES", "Event", "EventBus", "Subscription"]
+__all__ = ["END", "EVENT_TYPES", "Event", "EventBus", "Sequencer", "Subscription"]
 
 #: the event types the engine emits (custom ``state.emit`` names pass through too)
 EVENT_TYPES = (
@@ -135,6 +152,126 @@ class Subscription:
         self.close()
 
 
+#: no bound: nothing is waited for
+UNBOUNDED = 1 << 62
+
+
+@dataclass(slots=True)
+class _Peer:
+    """What another worker last announced: its frontier, the ids it holds per thread, and
+    when it was heard from (monotonic seconds)."""
+
+    frontier: int
+    holds: dict[str, int]
+    heard: float
+    #: the peer's database session (its relay connection's backend), to tell whether it is gone
+    session: int = 0
+
+    def bound(self, thread_id: str) -> int:
+        held = self.holds.get(thread_id) if self.holds else None
+        return self.frontier if held is None else min(self.frontier, held - 1)
+
+
+class Sequencer:
+    """Hands each thread's events to subscribers in id order, each once no live peer can
+    still send a lower id for that thread (see the module's docstring). Installed by a
+    cross-process relay; ``on_blocked`` is called when an event has to wait, so the relay can
+    ask the peers for their frontiers."""
+
+    def __init__(self, bus: EventBus, deliver: Callable[[Event], None]) -> None:
+        self.bus = bus
+        self._deliver = deliver
+        self.peers: dict[str, _Peer] = {}
+        #: thread -> its waiting events, a heap of (id, arrival, event)
+        self._waiting: dict[str, list[tuple[int, int, Event]]] = {}
+        self._arrivals = 0
+        self.on_blocked: Callable[[], None] | None = None
+        #: events that arrived with an id at or below what their thread already passed (a peer
+        #: taken as gone that came back, a ``done`` sent again by a recovery); still delivered
+        self.late = 0
+        #: thread -> highest id delivered (only while the thread has peers to wait for)
+        self._passed: dict[str, int] = {}
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self._waiting)
+
+    def bound(self, thread_id: str) -> int:
+        """The highest id of the thread that may be delivered now."""
+        bound = UNBOUNDED
+        for peer in self.peers.values():
+            peer_bound = peer.bound(thread_id)
+            if peer_bound < bound:
+                bound = peer_bound
+        held = self.bus._hold_floor.get(thread_id) if self.bus._hold_floor else None
+        if held is not None and held - 1 < bound:
+            bound = held - 1
+        return bound
+
+    def admit(self, event: Event) -> None:
+        thread_id = event.thread_id
+        waiting = self._waiting.get(thread_id)
+        if waiting is None and (not self.peers or event.id <= self.bound(thread_id)):
+            self._pass(event)
+            return
+        if waiting is None:
+            waiting = self._waiting[thread_id] = []
+        self._arrivals += 1
+        heapq.heappush(waiting, (event.id, self._arrivals, event))
+        if self.on_blocked is not None:
+            self.on_blocked()
+
+    def _pass(self, event: Event) -> None:
+        if self.peers:
+            passed = self._passed.get(event.thread_id, 0)
+            if event.id <= passed:
+                self.late += 1
+            else:
+                if len(self._passed) >= 10_000:  # a diagnostic only: bounded, not exact
+                    self._passed.clear()
+                self._passed[event.thread_id] = event.id
+        self._deliver(event)
+
+    def advance(self, thread_id: str | None = None) -> None:
+        """Deliver what may go now (of one thread, or of all)."""
+        threads = (thread_id,) if thread_id is not None else tuple(self._waiting)
+        for thread in threads:
+            waiting = self._waiting.get(thread)
+            if not waiting:
+                continue
+            bound = self.bound(thread)
+            while waiting and waiting[0][0] <= bound:
+                self._pass(heapq.heappop(waiting)[2])
+            if not waiting:
+                del self._waiting[thread]
+        if not self.peers:
+            self._passed.clear()
+        elif self._waiting and self.on_blocked is not None:
+            self.on_blocked()
+
+    def heard(self, origin: str, frontier: int, holds: dict[str, int], now: float, session: int = 0) -> None:
+        """A peer announced its frontier: ids are raised above it, waiting events may go."""
+        self.bus.observe(frontier)
+        self.peers[origin] = _Peer(frontier, holds, now, session)
+        self.advance()
+
+    def silent(self, since: float) -> dict[str, int]:
+        """The peers not heard from since ``since``, with their database sessions."""
+        return {origin: peer.session for origin, peer in self.peers.items() if peer.heard < since}
+
+    def forget(self, origins: list[str]) -> None:
+        """Stop waiting for these peers (gone, or cut off)."""
+        for origin in origins:
+            self.peers.pop(origin, None)
+        if origins:
+            self.advance()
+
+    def flush(self) -> None:
+        """Deliver everything waiting (the relay is detaching)."""
+        self.peers.clear()
+        self.advance()
+
+
 class EventBus:
     """Fan-out of events to subscribers; publishing never awaits."""
 
@@ -150,8 +287,12 @@ class EventBus:
         self._held: dict[str, list[Event]] = {}
         #: thread -> how many of its events are held at once (a turn's end and a recovery may overlap)
         self._holds: dict[str, int] = {}
+        #: thread -> the lowest id it holds (while it holds any)
+        self._hold_floor: dict[str, int] = {}
         #: whether an event log writes this bus's events to the store (set by the log itself)
         self.logged = False
+        #: orders events from several workers before subscribers see them (set by a relay)
+        self.sequencer: Sequencer | None = None
 
     def next_id(self, stream: str) -> int:
         """A fresh id for an event of ``stream`` (a thread id, or a user's stream): the clock
@@ -162,12 +303,41 @@ class EventBus:
         self._last = new
         return new
 
+    def frontier(self) -> int:
+        """The id below which this bus publishes nothing more, but for held ids (see
+        :meth:`holds`): its high-water mark, raised to the present so an idle worker's frontier
+        moves on."""
+        now = time.time_ns() // 1000
+        if now > self._last:
+            self._last = now
+        return self._last
+
+    def holds(self) -> dict[str, int]:
+        """The lowest id each thread holds for an event not yet published."""
+        return dict(self._hold_floor)
+
+    def observe(self, event_id: int) -> None:
+        """Keep this bus's ids above ``event_id`` (an id announced by another worker)."""
+        if event_id > self._last:
+            self._last = event_id
+
+    def settled(self, thread_id: str) -> int:
+        """The highest id of the thread whose events (and every lower one) have reached this
+        worker's subscribers or never will: a replay from the event log stops there, and the
+        live events take over above it."""
+        sequencer = self.sequencer
+        return UNBOUNDED if sequencer is None else sequencer.bound(thread_id)
+
     def hold(self, thread_id: str) -> int:
         """An id for an event of the thread to be published later by :meth:`release`; until
         then the thread's other events wait, so none overtakes it with a higher id."""
         self._held.setdefault(thread_id, [])
         self._holds[thread_id] = self._holds.get(thread_id, 0) + 1
-        return self.next_id(thread_id)
+        held = self.next_id(thread_id)
+        floor = self._hold_floor.get(thread_id)
+        if floor is None or held < floor:
+            self._hold_floor[thread_id] = held
+        return held
 
     def release(self, thread_id: str, event: Event | None) -> None:
         """Publish the held event (``None``: it is not to be published after all), then the
@@ -181,11 +351,14 @@ class EventBus:
                 self._held[thread_id].append(event)
             return
         waiting = self._held.pop(thread_id, [])
+        self._hold_floor.pop(thread_id, None)
         if event is not None:
             waiting.append(event)
         waiting.sort(key=_by_id)
         for held in waiting:
             self.publish(held)
+        if self.sequencer is not None:
+            self.sequencer.advance(thread_id)  # other workers' events waited for the held id
 
     def subscribe(self, thread_id: str | None = None, *, reasoning: bool = True, maxsize: int | None = None) -> Subscription:
         sub = Subscription(self, thread_id, maxsize or self.maxsize, reasoning)
@@ -236,15 +409,20 @@ class EventBus:
         if parent is not None:
             self.publish(Event("subagent_event", parent, {"threadId": event.thread_id,
                                                            "event": {"type": event.type, "data": event.data}}))
+        for fn in self._listeners:
+            fn(event)
+        if self.sequencer is not None:
+            self.sequencer.admit(event)
+        elif self._subs:
+            self._deliver(event)
+
+    def _deliver(self, event: Event) -> None:
+        """Hand an event to its thread's subscribers (and those of every thread)."""
         subs = self._subs
-        if not subs and not self._listeners:
-            return
         for sub in tuple(subs.get(event.thread_id, ())):
             sub.offer(event)
         for sub in tuple(subs.get(None, ())):
             sub.offer(event)
-        for fn in self._listeners:
-            fn(event)
 
     def emit(self, type_: str, thread_id: str, data: dict[str, Any]) -> None:
         """Build and publish an event, skipping the work when nobody listens."""

@@ -14,6 +14,29 @@ order, so a receiver only joins consecutive parts; a message missing a part (the
 reconnected in between) is dropped. Splitting needs no table, no cleanup and no second
 round trip on the receiving side.
 
+Frontiers (``<origin>:h:<json>``): with every batch of events, after them in the same
+statement, a process announces its frontier (the id below which it publishes nothing more,
+and the ids it holds per thread; :meth:`~standardagents.events.EventBus.frontier`). A
+sender's notifications arrive in the order it sent them, so when a frontier arrives every
+event it covers has arrived before it. The receiving bus's
+:class:`~standardagents.events.Sequencer` hands a thread's events to subscribers in id order
+up to the lowest frontier of the peers, which is why every stream on every worker sees ids
+only grow (the reasoning is in :mod:`standardagents.events`). An announcement flagged
+``w`` asks the others to announce theirs at once: a worker sends one when its own events
+wait for a peer that has been quiet, so an idle peer costs one round trip through
+PostgreSQL, not a timer. Every ``beat`` seconds each worker announces itself anyway. A peer
+silent for ``peer_timeout`` seconds whose database session is gone (the process was killed
+or cut off: PostgreSQL ends its session) is no longer waited for; one whose session is still
+there (a process stopped, or too busy to answer) is waited for up to ``gone_timeout``
+seconds. A slow peer is not taken for a dead one: its events would then arrive below ids
+the others already passed.
+
+Joining: a starting relay announces itself (asking for frontiers), waits for its own
+announcement to come back through PostgreSQL and for the others' answers to stop coming
+(a short quiet period, bounded), and raises its ids above every frontier heard before it
+publishes anything: the others may already have passed ids up to their frontier to their
+streams without waiting for it.
+
 Sending never happens on the publisher's path: the bus listener appends to a bounded queue
 and one task sends what has gathered in a single statement. When the queue is full, events
 are dropped, counted in :attr:`PostgresRelay.dropped` and logged. Events published while the
@@ -51,7 +74,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from . import observability
-from .events import Event, EventBus
+from .events import Event, EventBus, Sequencer
 from .exceptions import StoreError
 
 __all__ = ["DEFAULT_CHANNEL", "MAX_PAYLOAD", "PostgresRelay", "asyncpg_dsn", "channel_for_schema", "relay_for_store"]
@@ -97,13 +120,15 @@ class PostgresRelay:
     """Carries a bus's events to, and receives them from, other processes on one database.
 
     ``maxsize`` bounds the send queue; ``batch`` caps the notifications per statement;
-    ``keepalive`` is how many idle seconds pass before the connection is checked, so a
-    silently dead network is noticed; ``retry`` is the first pause before reconnecting
-    (doubling up to 5 s).
+    ``keepalive`` bounds a send, so a silently dead network is noticed; ``retry`` is the first
+    pause before reconnecting (doubling up to 5 s); ``beat`` is the pause between two
+    announcements of an idle worker; a silent peer is waited for ``peer_timeout`` seconds when
+    its database session is gone, ``gone_timeout`` seconds when it is not.
     """
 
     def __init__(self, bus: EventBus, url: str, *, channel: str = DEFAULT_CHANNEL, maxsize: int = 10_000,
-                 batch: int = 500, keepalive: float = 15.0, retry: float = 0.05) -> None:
+                 batch: int = 500, keepalive: float = 15.0, retry: float = 0.05, beat: float = 0.5,
+                 peer_timeout: float = 2.0, gone_timeout: float = 30.0) -> None:
         self.bus = bus
         self.dsn = asyncpg_dsn(url)
         self.channel = channel
@@ -111,6 +136,9 @@ class PostgresRelay:
         self.batch = batch
         self.keepalive = keepalive
         self.retry = retry
+        self.beat = beat
+        self.peer_timeout = peer_timeout
+        self.gone_timeout = gone_timeout
         #: this process's name on the wire
         self.origin = uuid.uuid4().hex
         #: events dropped because the send queue was full
@@ -132,6 +160,16 @@ class PostgresRelay:
         self._lost = asyncio.Event()
         self._changed = asyncio.Condition()
         self._closing = False
+        self.sequencer = Sequencer(bus, bus._deliver)
+        self.sequencer.on_blocked = self._on_blocked
+        #: an announcement asking for the peers' frontiers is due / was sent and not answered
+        self._ask = False
+        self._asked = False
+        #: a peer asked for this worker's frontier
+        self._reply = False
+        self._echoed = asyncio.Event()
+        self._heard = asyncio.Event()
+        self._watch: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -149,8 +187,11 @@ class PostgresRelay:
         self._thread_id = threading.get_ident()
         self._closing = False
         await self._connect()
+        self.bus.sequencer = self.sequencer
+        await self._join()
         self.bus.add_listener(self._on_local)
         self._task = asyncio.create_task(self._supervise(), name="standardagents-relay")
+        self._watch = asyncio.create_task(self._watch_peers(), name="standardagents-relay-peers")
 
     async def aclose(self) -> None:
         """Stop relaying and close the connection (events still queued are sent first when
@@ -158,6 +199,11 @@ class PostgresRelay:
         if self._task is None:
             return
         self.bus.remove_listener(self._on_local)
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
         self._closing = True
         self._wake.set()
         task, self._task = self._task, None
@@ -168,6 +214,9 @@ class PostgresRelay:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._disconnect()
+        if self.bus.sequencer is self.sequencer:
+            self.bus.sequencer = None
+        self.sequencer.flush()  # nothing is waited for any more
 
     async def wait_connected(self, count: int = 1, timeout: float = 10.0) -> None:  # noqa: ASYNC109 - a bounded wait for callers
         """Wait until the relay has connected ``count`` times and is connected now."""
@@ -204,6 +253,85 @@ class PostgresRelay:
             self._wake.set()
         else:
             loop.call_soon_threadsafe(self._wake.set)
+
+    def _on_blocked(self) -> None:
+        """Sequencer callback: events wait for a peer; ask the peers for their frontiers
+        (once per answer, so a busy pair exchanges one announcement per round trip)."""
+        if self._ask or self._asked:
+            return
+        self._ask = True
+        loop = self._loop
+        if loop is None:
+            return
+        if threading.get_ident() == self._thread_id:
+            self._wake.set()
+        else:
+            loop.call_soon_threadsafe(self._wake.set)
+
+    def _announcement(self, want: bool | None = None) -> str:
+        """This worker's frontier, as a notification (every event it covers is queued before it);
+        ``want`` asks the others for theirs (by default: when events here wait for them)."""
+        if want is None:
+            want = self.sequencer.blocked
+        frontier = self.bus.frontier()
+        holds = self.bus.holds()
+        if len(holds) > 50:  # keep it one small notification: the lowest hold bounds everything
+            frontier = min(frontier, min(holds.values()) - 1)
+            holds = {}
+        self._ask = self._reply = False
+        if want:
+            self._asked = True
+        return f"{self.origin}:h:" + _ENCODER.encode({"f": frontier, "h": holds, "w": int(want)})
+
+    async def _join(self) -> None:
+        """Announce this worker and take in the others' frontiers before publishing (see the
+        module's docstring): wait for the own announcement to come back, then until no
+        answer came for a short while (bounded)."""
+        conn = self._conn
+        assert conn is not None
+        self._echoed.clear()
+        await conn.execute(_SEND_SQL, self.channel, [self._announcement(want=True)])
+        self._asked = False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._echoed.wait(), 2.0)
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            self._heard.clear()
+            try:
+                await asyncio.wait_for(self._heard.wait(), 0.05)
+            except TimeoutError:
+                break
+
+    async def _watch_peers(self) -> None:
+        """Stop waiting for peers that went silent and whose session is gone (or that stayed
+        silent for ``gone_timeout``)."""
+        while True:
+            await asyncio.sleep(self.beat / 2)
+            now = time.monotonic()
+            silent = self.sequencer.silent(now - self.peer_timeout)
+            if not silent:
+                continue
+            long_silent = self.sequencer.silent(now - self.gone_timeout)
+            live = await self._sessions([s for o, s in silent.items() if o not in long_silent])
+            gone = [origin for origin, session in silent.items() if origin in long_silent or session not in live]
+            self.sequencer.forget(gone)
+            if gone:
+                log.warning("event relay: %d silent worker(s) whose database session is gone are no longer "
+                            "waited for", len(gone))
+
+    async def _sessions(self, pids: list[int]) -> set[int]:
+        """Which of these database sessions still exist (all of them, when that cannot be told)."""
+        conn = self._conn
+        if not pids:
+            return set()
+        if conn is None or conn.is_closed():
+            return set(pids)
+        try:
+            rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[])", pids,
+                                    timeout=self.keepalive)
+        except Exception:  # the connection is in trouble: the supervisor reconnects; decide later
+            return set(pids)
+        return {int(row["pid"]) for row in rows}
 
     def _encode(self, event: Event) -> list[str]:
         """The notification payloads of one event (several when it is large)."""
@@ -266,15 +394,14 @@ class PostgresRelay:
         conn = self._conn
         assert conn is not None
         while True:
-            if not self._queue:
+            if not self._queue and not self._ask and not self._reply:
                 if self._closing or self._lost.is_set():
                     return
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), self.keepalive)
+                    await asyncio.wait_for(self._wake.wait(), self.beat)
                 except TimeoutError:
-                    if not await self._alive(conn):
-                        return
+                    self._reply = True  # a beat: the others know this worker is alive
                 continue
             if self._lost.is_set():
                 return
@@ -282,8 +409,9 @@ class PostgresRelay:
             while self._queue and len(batch) < self.batch:
                 batch.append(self._queue.popleft())
             payloads = [p for event in batch for p in self._encode(event)]
+            payloads.append(self._announcement())
             try:
-                await conn.execute(_SEND_SQL, self.channel, payloads)
+                await conn.execute(_SEND_SQL, self.channel, payloads, timeout=self.keepalive)
             except Exception as exc:  # a dropped connection surfaces as several asyncpg error types
                 # put the batch back (oldest first) so it goes out after reconnecting
                 self._queue.extendleft(reversed(batch))
@@ -295,21 +423,36 @@ class PostgresRelay:
                 return
             self.sent += len(batch)
 
-    async def _alive(self, conn: Any) -> bool:
-        try:
-            await conn.fetchval("SELECT 1", timeout=self.keepalive)
-        except Exception:  # any failure of the probe means the connection is gone
-            self._lost.set()
-            return False
-        return True
-
     # ------------------------------------------------------------ remote side
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+    def _on_announcement(self, origin: str, body: str, session: int) -> None:
+        if origin == self.origin:
+            self._echoed.set()
+            return
         try:
-            origin, seq, part, total, chunk = payload.split(":", 4)
+            raw = json.loads(body)
+            frontier = int(raw["f"])
+            holds = {str(k): int(v) for k, v in (raw.get("h") or {}).items()}
+            want = bool(raw.get("w"))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("event relay ignored a frontier it cannot read from %s", origin)
+            return
+        self._asked = False
+        self._heard.set()
+        if want:
+            self._reply = True
+            self._wake.set()
+        self.sequencer.heard(origin, frontier, holds, time.monotonic(), session)
+
+    def _on_notify(self, _conn: Any, pid: int, _channel: str, payload: str) -> None:
+        try:
+            origin, seq, rest = payload.split(":", 2)
+            if seq == "h":
+                self._on_announcement(origin, rest, pid)
+                return
             if origin == self.origin:
                 return
+            part, total, chunk = rest.split(":", 2)
             index, count = int(part), int(total)
         except ValueError:
             log.warning("event relay ignored a notification it cannot read (%d bytes)", len(payload))

@@ -9,6 +9,13 @@ or the ``after`` query parameter on any stream): it is first sent what it missed
 event log (:mod:`standardagents.eventlog`), then live events, with no duplicate and no gap;
 when what it missed is older than the log keeps, it gets one ``lagged`` event
 (``reason: "expired"``) telling it to re-read the thread's messages instead.
+
+On every connection ids only grow. The bus hands this worker's subscribers a thread's
+events in id order, those of other workers included (:class:`~standardagents.events.Sequencer`),
+so in normal operation nothing is out of order; a connection still never sends an id at or
+below one it sent, so an event that comes again (a ``done`` a recovery publishes once more,
+under its id) or too late (from a worker that was taken as gone) is not sent twice or
+backwards: a client that reconnects gets it from the log if it is new to it.
 """
 
 from __future__ import annotations
@@ -103,24 +110,24 @@ def _expired(thread_id: str, after: int) -> Event:
 
 async def _resumed(replay: Replay | None, thread_id: str,
                    live: AsyncIterator[Event | None]) -> AsyncIterator[Event | None]:
-    """The replayed events (or ``lagged``), then the live ones the client has not seen. A
-    ``done`` is sent once: one published again after a crash keeps its id."""
-    dones: set[int] = set()
+    """The replayed events (or ``lagged``), then the live ones the client has not seen, each
+    id above the one sent before (an event published again keeps its id, and is not sent
+    twice)."""
+    last = 0
     try:
         if replay is not None:
             if replay.lagged:
                 yield _expired(thread_id, replay.last_id)
             for missed in replay.events:
-                if missed.type == "done":
-                    dones.add(missed.id)
+                last = max(last, missed.id)
                 yield missed
+            last = max(last, replay.last_id)
         async for event in live:
-            if event is not None and event.type == "done":
-                if event.id in dones:
+            if event is not None and event.id:
+                if event.id <= last:
                     continue
-                dones.add(event.id)
-            if event is None or replay is None or replay.fresh(event):
-                yield event
+                last = event.id
+            yield event
     finally:
         with contextlib.suppress(BaseException):
             await live.aclose()  # type: ignore[attr-defined]
