@@ -108,3 +108,29 @@ def test_an_online_rule_with_a_bad_rate_names_the_file_and_rule(tmp_path: Path) 
     with pytest.raises(DatasetError) as info:
         load_online_rules(project)
     assert str(info.value) == f"{project / 'evals' / 'online.yaml'}: rule 1: rate: Input should be less than or equal to 1"
+
+
+def test_a_server_scores_turns_by_its_projects_online_file(tmp_path: Path) -> None:
+    import time
+
+    from starlette.testclient import TestClient
+
+    from standardagents.server import create_app
+
+    project = make_project(tmp_path)
+    (project / "evals" / "online.yaml").write_text("- agent: assistant\n  rate: 1.0\n  expect: {contains: '84'}\n")
+
+    async def open_runtime() -> Runtime:
+        return await _open(project)
+
+    rt = asyncio.run(open_runtime())
+    app = create_app(rt, dev=True)
+    with TestClient(app) as client:
+        thread = client.post("/api/threads", json={"agent": "assistant"}).json()
+        done = client.post(f"/api/threads/{thread['id']}/messages?wait=true", json={"content": "What is 12 * 7?"})
+        execution_id = done.json()["executionId"]
+        deadline = time.monotonic() + 10
+        scores: list[dict[str, object]] = []
+        while not scores and time.monotonic() < deadline:
+            scores = client.get(f"/api/evals/executions/{execution_id}/scores").json()["scores"]
+    assert [(s["name"], s["passed"], s["source"]) for s in scores] == [("contains", True, "online")]

@@ -30,7 +30,7 @@ from ..records import ExecutionRecord
 from .datasets import DatasetError, Expect
 from .scorers import Observation, Scorer, as_scorer, scorers_for
 
-__all__ = ["ONLINE_FILE", "OnlineRule", "OnlineScoring", "attach_online", "load_online_rules"]
+__all__ = ["ONLINE_FILE", "OnlineRule", "OnlineScoring", "attach_online", "load_online_rules", "start_online"]
 
 log = logging.getLogger("standardagents.evals.online")
 
@@ -203,3 +203,17 @@ def _trace(record: ExecutionRecord, trace_id: str | None, scores: list[Any]) -> 
         for s in scores:
             span.add_event("eval.score", {"scorer": s.name, "score": s.score, "passed": s.passed,
                                           "reason": s.reason[:500]})
+
+
+def start_online(rt: Any) -> OnlineScoring | None:
+    """Attach the rules of the runtime's project file ``evals/online.yaml`` (a server calls
+    this as it starts); None when there are none. A broken file is logged, never fatal."""
+    root = getattr(rt.registry, "root", None)
+    if root is None:
+        return None
+    try:
+        rules = load_online_rules(root)
+    except Exception as exc:
+        log.error("online scoring is off: %s", exc)
+        return None
+    return attach_online(rt, rules) if rules else None

@@ -162,11 +162,16 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
 
             # schedules, the webhook sender, quotas and the shared rate limit
             services = await start_services(rt)
+            from ..evals.online import start_online
+
+            online = start_online(rt)  # the scorers of evals/online.yaml, after a sample of turns
             try:
                 async with doors_running(app.state.server):
                     yield
             finally:
                 await services.stop()
+                if online is not None:
+                    await online.detach()
         finally:
             server.draining = True
             signals.__exit__(None, None, None)
