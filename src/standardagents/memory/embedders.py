@@ -89,7 +89,13 @@ class OpenAIEmbedder:
         self.dims = dims or 0
         self.name = f"openai:{model}" + (f":{dims}" if dims else "")
         key = api_key or os.environ.get("OPENAI_API_KEY") or "sk-no-key-required"
-        self._client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=1)
+        # no idle connections are kept: an embedder may outlive the event loop that used it
+        # (a server's memory store), and embedding calls come in batches, not a stream
+        import httpx2
+
+        http = httpx2.AsyncClient(timeout=timeout, limits=httpx2.Limits(max_keepalive_connections=0))
+        self._client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=1,
+                                          http_client=http)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         import openai

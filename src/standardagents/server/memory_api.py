@@ -7,6 +7,7 @@ with ``["user", <their id>]`` (a search without a prefix searches there); admins
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -30,7 +31,8 @@ from .state import server_of
 
 __all__ = ["MEMORY_EMBEDDER_ENV", "memory_routes", "server_memory"]
 
-#: the embedder the server's memory uses: ``offline`` (default) or ``openai:<model>``
+#: the embedder the server's memory uses: ``offline`` (default), ``openai:<model>`` or an
+#: embedding model definition as JSON (``{"provider": "openai", "model": ..., "baseUrl": ...}``)
 MEMORY_EMBEDDER_ENV = "STANDARDAGENTS_MEMORY_EMBEDDER"
 
 
@@ -41,7 +43,14 @@ async def server_memory(request: Request) -> MemoryStore:
     if memory is None:
         from ..memory.agents import memory_for
 
-        memory = await memory_for(server.runtime, os.environ.get(MEMORY_EMBEDDER_ENV) or "offline")
+        spec: Any = os.environ.get(MEMORY_EMBEDDER_ENV) or "offline"
+        if spec.startswith("{"):  # an embedding model definition as JSON
+            spec = json.loads(spec)
+        try:
+            memory = await memory_for(server.runtime, spec)
+        except (EmbedderError, ValueError) as exc:
+            raise ApiError(503, f"{MEMORY_EMBEDDER_ENV} does not name a usable embedder: {exc}",
+                           code="embedder_unavailable") from None
         server.extra["memory"] = memory
     return memory
 
