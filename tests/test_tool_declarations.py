@@ -374,7 +374,7 @@ def test_a_default_that_does_not_fit_its_type_is_a_definition_error_naming_the_f
 
 def test_an_unknown_capability_is_a_definition_error_listing_the_known_ones() -> None:
     with pytest.raises(DefinitionError) as caught:
-        define_tool(name="t", parameters={"type": "object"}, execute=_noop, uses=["disk"])
+        define_tool(name="t", parameters={"type": "object"}, execute=_noop, uses=["disk"])  # type: ignore[list-item]
     assert str(caught.value) == ("tool 't': uses: 'disk' is not a capability (known: files, messages, env, values, "
                                  "subagents, code, network, tools, effects, credentials, skills)")
 
