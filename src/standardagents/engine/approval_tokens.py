@@ -121,7 +121,10 @@ def read_token(secret: str, token: str, *, max_age: int = TOKEN_MAX_AGE) -> dict
         raise ApprovalError("this approval token is not valid (forged or damaged)") from None
     if not isinstance(data, dict) or not {"t", "e", "c"} <= set(data):
         raise ApprovalError("this approval token is not valid")
-    return {"thread_id": data["t"], "execution_id": data["e"], "call_id": data["c"], "digest": data.get("d")}
+    out = {"thread_id": data["t"], "execution_id": data["e"], "call_id": data["c"]}
+    if "d" in data:
+        out["digest"] = data["d"]  # the call it was asked for (tokens made before carry none)
+    return out
 
 
 def approval_request(call_id: str, tool: str, arguments: Any, token: str, execution_id: str) -> dict[str, Any]:

@@ -125,7 +125,7 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
             raise ApprovalError("this approval is stale: the call was already decided")
         call = calls[data["call_id"]]
         digest = call_digest(call["name"], call.get("arguments") or "{}")
-        if data["digest"] is not None and data["digest"] != digest:
+        if data.get("digest") is not None and data["digest"] != digest:
             raise ApprovalError("this approval was asked for another call: the tool or its arguments changed, "
                                 "so the call needs a new approval")
         seen_at = record.updated_at
