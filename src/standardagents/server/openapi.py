@@ -31,6 +31,16 @@ _FILE_QUERY = [{"name": n, "in": "query", "schema": {"type": t}}
 _FILE_READ_QUERY = [{"name": n, "in": "query", "schema": {"type": t}}
                     for n, t in (("stat", "boolean"), ("offset", "integer"), ("length", "integer"))]
 
+_GRANT_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_GRANT_BODY = {"type": "object", "required": ["name", "secret", "tools"], "additionalProperties": False, "properties": {
+    "name": {"type": "string", "description": "1 to 64 letters, digits, '_', '.' or '-'"},
+    "secret": {"type": "string", "description": "the credential; never answered back"},
+    "tools": {"type": "array", "items": {"type": "string"}, "description": "the tools that may use it"},
+    "scopes": {"type": "array", "items": {"type": "string"}},
+    "expiresAt": {"type": ["integer", "string", "null"], "description": "epoch milliseconds or an ISO 8601 time"},
+    "expiresIn": {"type": ["number", "null"], "description": "seconds from now"},
+    "description": {"type": ["string", "null"], "maxLength": 500}}}
+
 _REASONS = {
     400: "malformed request: invalid JSON, NaN or infinity, too deep, invalid Unicode, a NUL character, "
          "a number out of range",
@@ -193,6 +203,17 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             "get": _op("Read a value", tag="users", params=[_KEY], errors=(404, 422)),
             "put": _op("Write a value", tag="users", params=[_KEY], body={"type": "object", "required": ["value"]}),
             "delete": _op("Delete a value", tag="users", params=[_KEY], ok={"204": ()}, errors=(404, 422)),
+        },
+        f"{p}/users/me/grants": {
+            "get": _op("The caller's credential grants (never their secrets)", tag="users"),
+            "post": _op("Grant a secret to named tools (replaces a grant of the same name); 201 with the grant, "
+                        "without the secret", tag="users", ok={"201": json_}, body=_GRANT_BODY),
+        },
+        f"{p}/users/me/grants/{{name}}": {
+            "get": _op("One of the caller's grants (without the secret)", tag="users", params=[_GRANT_NAME],
+                       errors=(404,)),
+            "delete": _op("Revoke a grant: its secret is dropped, its record stays as revoked", tag="users",
+                          params=[_GRANT_NAME], errors=(404,)),
         },
         "/v1/models": {"get": _op("Agents as OpenAI models (the primary ones)", tag="openai")},
         "/v1/chat/completions": {"post": _op(
