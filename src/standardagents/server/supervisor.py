@@ -112,8 +112,18 @@ class WorkerSupervisor(Multiprocess):
             self.processes[idx] = replacement
 
 
+#: the app factory the server hands to uvicorn, which workers run warmed up instead
+_PLAIN_FACTORY = "standardagents.server.app:factory_from_env"
+
+
 def run_workers(config: Config) -> None:
-    """Serve ``config`` (its ``workers`` processes) until interrupted."""
+    """Serve ``config`` (its ``workers`` processes) until interrupted. Each worker loads the
+    project and imports what a first turn needs before it accepts a connection
+    (:mod:`.warmup`), so no worker's first request waits on its start-up."""
+    from .warmup import WARMED_FACTORY
+
+    if config.factory and config.app == _PLAIN_FACTORY:
+        config.app = WARMED_FACTORY
     sock = config.bind_socket()
     try:
         WorkerSupervisor(config, [sock]).run()
