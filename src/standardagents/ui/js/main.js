@@ -1,6 +1,7 @@
 // The web app's entry: wires the thread list, the chat, the inspector and the theme together.
 import { api } from "./api.js";
 import * as chat from "./chat.js";
+import * as evals from "./evals.js";
 import * as inspector from "./inspector.js";
 import * as live from "./live.js";
 import * as rerun from "./rerun.js";
@@ -152,6 +153,11 @@ $("inspector-close").addEventListener("click", () => inspector.toggle(false));
 $("runtime-toggle").addEventListener("click", () => runtime.toggle());
 $("runtime-close").addEventListener("click", () => runtime.toggle(false));
 $("runtime-refresh").addEventListener("click", () => runtime.refresh().catch(showError));
+$("evals-toggle").addEventListener("click", () => evals.toggle());
+$("evals-close").addEventListener("click", () => evals.toggle(false));
+$("evals-refresh").addEventListener("click", () => evals.refresh().catch(showError));
+$("eval-capture").addEventListener("click", () => evals.captureTurn().catch(showError));
+evals.onOpenThread(async (id) => { await loadThreads(); await openThread(id); inspector.toggle(true); });
 $("sidebar-open").addEventListener("click", () => document.body.classList.add("show-sidebar"));
 $("sidebar-close").addEventListener("click", () => document.body.classList.remove("show-sidebar"));
 $("token-save").addEventListener("click", () => {
