@@ -134,3 +134,34 @@ def test_a_server_scores_turns_by_its_projects_online_file(tmp_path: Path) -> No
         while not scores and time.monotonic() < deadline:
             scores = client.get(f"/api/evals/executions/{execution_id}/scores").json()["scores"]
     assert [(s["name"], s["passed"], s["source"]) for s in scores] == [("contains", True, "online")]
+
+
+async def test_online_scores_are_span_events_tagged_with_the_turns_trace(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from standardagents import observability
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observability.set_tracer_provider(provider)
+    try:
+        rt = await _open(make_project(tmp_path))
+        try:
+            scoring = attach_online(rt, [OnlineRule("assistant", [Contains("84")], rate=1.0)])
+            result = await rt.run("assistant", "What is 12 * 7?")
+            await scoring.detach()
+        finally:
+            await rt.aclose()
+    finally:
+        observability.set_tracer_provider(None)
+    spans = exporter.get_finished_spans()
+    scored = [s for s in spans if s.name == "standardagents.eval.online"]
+    turn_trace = next(s.context.trace_id for s in spans if s.name != "standardagents.eval.online")
+    assert len(scored) == 1
+    assert scored[0].attributes["standardagents.execution_id"] == result.execution_id
+    assert scored[0].attributes["standardagents.turn_trace_id"] == format(turn_trace, "032x")
+    assert [(e.name, dict(e.attributes)) for e in scored[0].events] == [
+        ("eval.score", {"scorer": "contains", "score": 1.0, "passed": True, "reason": "all found"})]
