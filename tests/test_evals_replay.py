@@ -118,3 +118,21 @@ async def test_a_replay_that_runs_past_its_recording_fails_with_a_clear_error(tm
     result, _messages, _models = await _replay(project)
     assert result["passed"] is False
     assert "the recording has no more model replies" in result["error"]
+
+
+async def test_a_later_turn_is_captured_with_the_history_before_it_and_replays(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    rt = await _open(project)
+    try:
+        first = await rt.run("assistant", "What is 12 * 7?")
+        await rt.send(first.thread_id, "What is 2 + 3?")
+        case = await capture_turn(rt.store, first.thread_id, name="second_turn")
+    finally:
+        await rt.aclose()
+    write_case(project / "evals" / "captured.yaml", case)
+    assert case["input"]["message"] == "What is 2 + 3?"
+    assert [(m["role"], m["content"]) for m in case["input"]["history"]] == [
+        ("user", "What is 12 * 7?"), ("assistant", None), ("tool", "12 * 7 = 84"), ("assistant", "12 * 7 = 84")]
+    result, messages, _models = await _replay(project)
+    assert (result["passed"], result["reply"]) == (True, "2 + 3 = 5")
+    assert [m.role for m in messages][:4] == ["user", "assistant", "tool", "assistant"]
