@@ -366,7 +366,24 @@ class Runtime:
             request = dataclasses.replace(request, execution_id=new_id("exe_"))
         execution_id = request.execution_id
         assert execution_id is not None
-        return Turn(self, thread_id, execution_id, await turns.start(self, thread_id, request))
+        # quotas (the services' admission check) may refuse the turn, or hold a slot until it ends
+        release = await self.admission(thread_id) if self.admission is not None else None
+        try:
+            task = await turns.start(self, thread_id, request)
+        except BaseException:
+            if release is not None:
+                await release()
+            raise
+        if release is not None:
+            done = release
+
+            def ended(_task: asyncio.Task[ExecutionResult]) -> None:
+                background: asyncio.Task[None] = asyncio.get_running_loop().create_task(done())
+                self._background.add(background)
+                background.add_done_callback(self._background.discard)
+
+            task.add_done_callback(ended)
+        return Turn(self, thread_id, execution_id, task)
 
     def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
         """Run an execution task, counted as pending on its thread until it ends."""
