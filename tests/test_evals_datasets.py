@@ -79,7 +79,7 @@ def test_jsonl_dataset_takes_its_agent_from_the_header_line(tmp_path: Path) -> N
 
 def test_define_dataset_builds_the_same_model_in_code() -> None:
     dataset = define_dataset("inline", "assistant", [
-        Case(name="typed", input={"message": "hi"}, expect=Expect(contains="hi")),  # type: ignore[arg-type]
+        Case(name="typed", input={"message": "hi"}, expect=Expect(contains="hi")),
         {"name": "plain", "input": "hello", "expect": {"equals": "hello"}},
     ])
     assert [c.name for c in dataset.cases] == ["typed", "plain"]

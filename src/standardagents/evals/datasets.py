@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -152,6 +152,11 @@ class Case(_Model):
     replay: Replay | None = None
     #: set when the case did not validate: the problem, reported as this case's failure
     error: str | None = None
+
+    if TYPE_CHECKING:  # what a caller may pass (the validators below turn it into the fields)
+        def __init__(self, *, name: str, input: CaseInput | str | dict[str, Any],
+                     expect: Expect | dict[str, Any] = ..., reference: Any = None, agent: str | None = None,
+                     replay: Replay | dict[str, Any] | None = None, error: str | None = None) -> None: ...
 
     @field_validator("input", mode="before")
     @classmethod

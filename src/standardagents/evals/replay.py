@@ -18,7 +18,6 @@ from ..definitions import ModelDefinition
 from ..exceptions import ProviderError
 from ..providers.base import ModelProvider, ModelRequest, ModelResponse
 from ..records import ToolCall, ToolResult, Usage
-from .datasets import Replay
 
 __all__ = ["REPLAY_MODEL", "ReplayModel", "ToolCassette", "install_replay_model", "replies"]
 
@@ -97,7 +96,3 @@ def install_replay_model(rt: Any) -> None:
     rt.registry.add("models", REPLAY_MODEL, ModelDefinition(name=REPLAY_MODEL, provider="test", model="replay",
                                                             base_url="replay://cassette"))
     rt.use_provider(REPLAY_MODEL, ReplayModel())
-
-
-def cassette_for(replay: Replay) -> ToolCassette:
-    return ToolCassette(list(replay.tools), replay.unmatched)

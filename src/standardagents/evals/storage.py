@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select
+from sqlalchemy import Connection, insert, select
 
 from ..records import new_id, now_ms
 from ..store.schema_evals import eval_results, eval_runs, eval_scores
@@ -118,7 +118,3 @@ async def scores_of(store: Any, execution_id: str) -> list[dict[str, Any]]:
     """The scores stored with an execution (experiments' and online), oldest first."""
     result: list[dict[str, Any]] = await _run(store, _scores_of, execution_id, write=False)
     return result
-
-
-def _count_runs(conn: Connection) -> int:
-    return int(conn.execute(select(func.count()).select_from(eval_runs)).scalar_one())
