@@ -106,17 +106,18 @@ class Quotas:
             cost = sum(float(r.get("cost") or 0) for r in rows)
             until_midnight = (day + DAY_MS - now) / 1000
             if policy.tokens_per_day is not None and tokens >= policy.tokens_per_day:
-                raise QuotaExceeded(f"{who} used {tokens} tokens today, its limit is {policy.tokens_per_day}",
+                raise QuotaExceeded(f"{who} has used {tokens} tokens today, over tokensPerDay ({policy.tokens_per_day})",
                                     until_midnight)
             if policy.cost_per_day is not None and cost >= policy.cost_per_day:
-                raise QuotaExceeded(f"{who} spent {cost:.4f} today, its limit is {policy.cost_per_day}",
+                raise QuotaExceeded(f"{who} has spent {cost:.4f} today, over costPerDay ({policy.cost_per_day})",
                                     until_midnight)
         release: Release | None = None
         if policy.concurrent_turns is not None:
             key, holder = f"concurrent:{who}", new_id("q_")
             if not await run_op(self.rt.store, ops.take_slot, key, policy.concurrent_turns, holder,
                                 now + int(policy.slot_lease * 1000), now):
-                raise QuotaExceeded(f"{who} already runs {policy.concurrent_turns} turns at once, its limit", 1)
+                raise QuotaExceeded(f"{who} already runs {policy.concurrent_turns} turns at once, the limit of "
+                                    "concurrentTurns", 1)
 
             async def release_slot() -> None:
                 await run_op(self.rt.store, ops.release_slot, key, holder)
@@ -128,6 +129,7 @@ class Quotas:
                                 policy.turns_per_minute, None):
                 if release is not None:
                     await release()
-                raise QuotaExceeded(f"{who} started {policy.turns_per_minute} turns this minute, its limit",
+                raise QuotaExceeded(f"{who} has started {policy.turns_per_minute} turns this minute, the limit "
+                                    f"of turnsPerMinute",
                                     (window + MINUTE_MS - now) / 1000)
         return release
