@@ -31,8 +31,8 @@ from .approval_tokens import (
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
-    from .loop import ExecutionResult
     from .options import TurnOptions
+    from .results import ExecutionResult
     from .runtime import Runtime
 
 __all__ = [
@@ -216,7 +216,7 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     kept = TurnOptions.from_state(saved.get(OPTIONS_KEY))
     merged = options.over(kept) if options is not None else kept
     if merged is not None:
-        merged.apply(execution)
+        execution.take_options(merged)
     if isinstance(saved.get("usage"), dict):
         execution.usage = {k: v for k, v in saved["usage"].items() if isinstance(v, int)}
     if isinstance(saved.get("cost"), int | float):

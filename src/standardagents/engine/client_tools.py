@@ -19,8 +19,8 @@ from ..exceptions import StandardAgentsError
 from ..records import ExecutionRecord, ToolCall, new_id, now_ms
 
 if TYPE_CHECKING:
-    from .loop import ExecutionResult
     from .options import TurnOptions
+    from .results import ExecutionResult
     from .runtime import Runtime
 
 __all__ = ["WAITING_FOR", "ClientToolError", "ClientTools", "client_tools", "find_waiting", "forget_calls",

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from .options import StartOptions
 
 if TYPE_CHECKING:
-    from .loop import ExecutionResult
-    from .runtime import Runtime
+    from .ports import TurnHost
+    from .results import ExecutionResult
 
 __all__ = ["StartOptions", "Turn", "TurnStatus"]
 
@@ -31,7 +31,7 @@ class Turn:
 
     __slots__ = ("_rt", "id", "task", "thread_id")
 
-    def __init__(self, rt: Runtime, thread_id: str, execution_id: str, task: asyncio.Task[ExecutionResult]) -> None:
+    def __init__(self, rt: TurnHost, thread_id: str, execution_id: str, task: asyncio.Task[ExecutionResult]) -> None:
         self._rt = rt
         #: the execution's id: the ``executionId`` of its events and its record
         self.id = execution_id

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal
-
-from typing_extensions import TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import observability as observe
 from ..definitions import AgentDefinition, ModelDefinition, SideConfig, UsageLimits
@@ -31,6 +28,7 @@ from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .output import OUTPUT_TOOL_NAME, OutputRun, OutputSpec, PartialOutput, Verdict, to_jsonable
 from .pauses import Paused, pause_for_approval, pause_for_client, resume_approvals
+from .results import ExecutionResult, StopReason
 from .state import ExecutionState, ThreadState
 from .steps import StepProbe
 from .tools import ToolOutcome, run_tool_call
@@ -41,48 +39,9 @@ if TYPE_CHECKING:
     from .runtime import Runtime
     from .setup import SideSetup
 
-__all__ = ["Execution", "ExecutionResult"]
+__all__ = ["Execution", "ExecutionResult", "StopReason"]
 
 log = logging.getLogger("standardagents.engine")
-
-
-StopReason = Literal["complete", "interrupted", "error", "cancelled"]
-
-#: the type of ``ExecutionResult.value`` (a call's ``output_type``; ``Any`` when untyped)
-OutputT = TypeVar("OutputT", default=Any)
-
-
-@dataclass
-
-class ExecutionResult(Generic[OutputT]):
-    """How an execution ended; ``value`` is the turn's typed answer when an ``output_type``
-    was given (or what a stop tool returned)."""
-
-    thread_id: str
-    execution_id: str
-    stop_reason: StopReason
-    outcome: str
-    text: str | None = None
-    error: str | None = None
-    stopped_by: Literal["a", "b"] | None = None
-    value: OutputT = None  # type: ignore[assignment]
-    payload: dict[str, Any] | None = None
-    messages: list[Message] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    #: USD spent by the turn's model calls (None when no call had a known price)
-    cost: float | None = None
-    #: what the subagents this turn ran spent (their own subagents included), apart from
-    #: ``usage`` and ``cost``, which count this thread's model calls only
-    subagent_usage: dict[str, int] = field(default_factory=dict)
-    subagent_cost: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "threadId": self.thread_id, "executionId": self.execution_id, "stopReason": self.stop_reason,
-            "outcome": self.outcome, "text": self.text, "error": self.error, "stoppedBy": self.stopped_by,
-            "value": to_jsonable(self.value), "payload": self.payload, "usage": self.usage, "cost": self.cost,
-            "subagentUsage": self.subagent_usage, "subagentCost": self.subagent_cost,
-        }
 
 
 class Execution:
@@ -148,6 +107,19 @@ class Execution:
         self.taken_over = False
         #: when (event-loop clock) a write of this turn last proved it is this process's
         self.owned_at = 0.0
+
+    def take_options(self, options: TurnOptions) -> None:
+        """Run with a call's own options (they take precedence over the definitions)."""
+        self.output_override = options.output
+        self.output_retries = options.output_retries
+        self.usage_limits = options.usage_limits
+        if options.sampling:
+            self.sampling = dict(options.sampling)
+        if options.client_tools is not None:
+            self.client_tools = options.client_tools
+        if options.override is not None:
+            self.override = options.override
+        self.options = options
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from ..definitions import BusyPolicy
 from ..definitions.limits import UsageLimits, usage_limits
@@ -26,9 +26,6 @@ from ..exceptions import StandardAgentsError
 from .client_tools import ClientTools
 from .output import OutputSpec, output_spec, spec_from_state
 from .overrides import SideOverride
-
-if TYPE_CHECKING:
-    from .loop import Execution
 
 __all__ = ["STATE_KEY", "RunOptions", "StartOptions", "TurnOptions", "TurnRequest"]
 
@@ -112,18 +109,6 @@ class TurnOptions:
                            self.output_retries if self.output_retries is not None else base.output_retries,
                            self.usage_limits or base.usage_limits, self.sampling or base.sampling,
                            self.client_tools or base.client_tools, self.override or base.override)
-
-    def apply(self, execution: Execution) -> None:
-        execution.output_override = self.output
-        execution.output_retries = self.output_retries
-        execution.usage_limits = self.usage_limits
-        if self.sampling:
-            execution.sampling = dict(self.sampling)
-        if self.client_tools is not None:
-            execution.client_tools = self.client_tools
-        if self.override is not None:
-            execution.override = self.override
-        execution.options = self
 
 
 _SAMPLING = ("temperature", "top_p", "max_tokens", "stop", "seed")

@@ -20,10 +20,10 @@ from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
 from .digest import CHANGED_KEY, DIGEST_KEY
 from .done import publish_done
 from .hooks import HookSet
-from .loop import ExecutionResult
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
 from .owners import gone
+from .results import ExecutionResult
 from .state import ThreadState
 from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 

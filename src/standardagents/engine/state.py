@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..definitions import AgentDefinition
     from ..skills import SkillsNamespace
     from ..store.records import SubagentRecord
-    from .loop import ExecutionResult
+    from .results import ExecutionResult
     from .runtime import Runtime
 
 __all__ = ["ExecutionState", "ThreadState"]

@@ -18,7 +18,7 @@ from .state import ThreadState
 from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 
 if TYPE_CHECKING:
-    from .loop import ExecutionResult
+    from .results import ExecutionResult
     from .runtime import Runtime
     from .setup import SideSetup
 

@@ -238,7 +238,7 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
     state = ThreadState(rt, thread, agent, thread.package, ex)
     execution = Execution(rt, state, agent, record)
     if options is not None:
-        options.apply(execution)
+        execution.take_options(options)
     task = asyncio.current_task()
     assert task is not None
     rt._running[thread.id] = task

@@ -32,7 +32,8 @@ from .tracing import (
 )
 
 if TYPE_CHECKING:
-    from ..engine.loop import Execution, ExecutionResult
+    from ..engine.results import ExecutionResult
+    from .ports import TracedExecution
 
 __all__ = [
     "capture_content",
@@ -113,7 +114,7 @@ def current_ids() -> tuple[str, str] | None:
     return _ids.get()
 
 
-async def run_execution(execution: Execution) -> ExecutionResult:
+async def run_execution(execution: TracedExecution) -> ExecutionResult:
     """Run ``execution`` (``Execution.run``) inside its span and instruments, if any."""
     ids = _ids.set((execution.thread_id, execution.record.id))
     try:
@@ -136,7 +137,7 @@ async def run_execution(execution: Execution) -> ExecutionResult:
         _ids.reset(ids)
 
 
-def _begin(execution: Execution) -> Any:
+def _begin(execution: TracedExecution) -> Any:
     tracer = tracing.tracer()
     meter: Any = metrics.active()
     otel = otel_metrics.active()

@@ -20,7 +20,8 @@ except ImportError:  # pragma: no cover - metrics without the OpenTelemetry API
     pass
 
 if TYPE_CHECKING:
-    from ..engine.loop import Execution, ExecutionResult
+    from ..engine.results import ExecutionResult
+    from .ports import TracedExecution
 
 __all__ = ["ExecutionProbe", "ModelCallProbe", "ToolCallProbe", "effect_span"]
 
@@ -130,7 +131,7 @@ class ExecutionProbe:
     """Spans and instruments of one execution (the ``invoke_agent`` span is current while
     it runs, so model and tool spans, subagents and outgoing requests nest under it)."""
 
-    def __init__(self, execution: Execution, tracer: Any, meter: Any) -> None:
+    def __init__(self, execution: TracedExecution, tracer: Any, meter: Any) -> None:
         self.execution = execution
         self.tracer = tracer
         self.meter = meter

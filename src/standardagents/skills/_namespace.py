@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..exceptions import DefinitionError, NotFoundError, StandardAgentsError
 from ._catalog import enabled_skills, skills_of
@@ -13,8 +13,8 @@ from ._installed import ENV_PREFIX, SkillFiles, decode_skill, encode_skill, skil
 from ._skill import Skill
 
 if TYPE_CHECKING:
-    from ..engine.state import ThreadState
     from ..registry import Registry
+    from ..store.base import Store
 
 __all__ = ["SkillScope", "SkillsNamespace", "catalogue_text", "fixed_catalogue"]
 
@@ -23,6 +23,31 @@ __all__ = ["SkillScope", "SkillsNamespace", "catalogue_text", "fixed_catalogue"]
 SkillScope = Literal["thread", "user"]
 
 LOAD_SKILL_TOOL = "load_skill"
+
+
+class _Runtime(Protocol):
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+
+class SkillsOwner(Protocol):
+    """What skills need of a thread (the engine's ``ThreadState`` is one): its ids, its
+    package namespace, and the runtime's store and registry."""
+
+    @property
+    def runtime(self) -> _Runtime: ...
+
+    @property
+    def thread_id(self) -> str: ...
+
+    @property
+    def user_id(self) -> str | None: ...
+
+    @property
+    def namespace(self) -> str | None: ...
 
 
 class SkillsNamespace:
@@ -34,7 +59,7 @@ class SkillsNamespace:
     store once (an install or removal through this object is seen at once).
     """
 
-    def __init__(self, state: ThreadState) -> None:
+    def __init__(self, state: SkillsOwner) -> None:
         self._state = state
         self._installed: dict[str, Skill] | None = None
         self._blocks: dict[tuple[str, ...], str] = {}

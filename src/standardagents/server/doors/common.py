@@ -17,7 +17,7 @@ from ..authorization import thread_allowed, thread_metadata
 
 if TYPE_CHECKING:
     from ...definitions import AgentDefinition
-    from ...engine.loop import ExecutionResult
+    from ...engine.results import ExecutionResult
     from ...engine.runtime import Runtime
 
 __all__ = [
