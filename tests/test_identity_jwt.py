@@ -254,3 +254,19 @@ async def test_the_token_never_reaches_the_log_or_the_answer(jwt_client: httpx.A
     for token in (good, bad):
         assert token not in caplog.text
         assert token.split(".")[2] not in refused.text
+
+
+def test_serve_refuses_auth_flags_without_an_audience(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from server_fixtures import write_project
+    from standardagents.cli import app
+
+    for name in ("ISSUER", "JWKS_URL", "AUDIENCE", "ALGORITHMS", "CLIENT_ID"):
+        monkeypatch.delenv(f"STANDARDAGENTS_AUTH_{name}", raising=False)
+    project = write_project(tmp_path / "project")
+    monkeypatch.setenv("STANDARDAGENTS_AUTH_ISSUER", "")  # restored after the test, whatever serve sets
+    result = CliRunner().invoke(app, ["serve", str(project), "--auth-issuer", "https://idp.example"],
+                                env={"COLUMNS": "400"})
+    assert result.exit_code == 2
+    assert "STANDARDAGENTS_AUTH_AUDIENCE: required with an issuer or a JWKS URL" in result.output

@@ -39,6 +39,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
             "Serve the project's agents as MCP tools over stdin/stdout (for desktop apps and IDEs)."),
     "tokens": (".server.cli", "tokens_app", "Create, list and revoke API tokens."),
     "effects": (".effects_cli", "effects_app", "List, cancel and run scheduled effects."),
+    "schedules": (".service.cli", "schedules_app", "List, add, pause, resume and delete schedules."),
     "threads": (".threads_cli", "threads_app", "List threads and show the steps of their turns."),
     "eval": (".evals_cli", "eval_app", "Run datasets of cases against the agents; capture turns as cases."),
     "memory": (".memory_cli", "memory_app", "Browse, search, edit, export and forget long-term memory."),
@@ -691,10 +692,31 @@ def serve(
         "--graceful-timeout", min=0,
         help="Seconds running turns get to finish after SIGTERM; the rest are handed over to another worker.")] = 30.0,
     trace_url: TraceUrlOpt = None,
+    auth_issuer: Annotated[str | None, typer.Option(
+        "--auth-issuer", help="Accept bearer JWTs from this OpenID Connect issuer (its discovery document names its keys).",
+        envvar="STANDARDAGENTS_AUTH_ISSUER")] = None,
+    auth_jwks_url: Annotated[str | None, typer.Option(
+        "--auth-jwks-url", help="Accept bearer JWTs signed by the keys at this JWKS URL.",
+        envvar="STANDARDAGENTS_AUTH_JWKS_URL")] = None,
+    auth_audience: Annotated[str | None, typer.Option(
+        "--auth-audience", help="The audience (aud) those JWTs must be made for.",
+        envvar="STANDARDAGENTS_AUTH_AUDIENCE")] = None,
+    auth_algorithms: Annotated[str | None, typer.Option(
+        "--auth-algorithms", help="Accepted JWT algorithms, comma-separated (default RS256,ES256).",
+        envvar="STANDARDAGENTS_AUTH_ALGORITHMS")] = None,
+    auth_client_id: Annotated[str | None, typer.Option(
+        "--auth-client-id", help="The web app's client id at the issuer: the web app signs in there.",
+        envvar="STANDARDAGENTS_AUTH_CLIENT_ID")] = None,
 ) -> None:
     """Serve the project: REST API, live streams, its endpoints and the web chat."""
     from .server import run_server
+    from .server.oidc import settings_from_flags
 
+    try:
+        settings_from_flags(issuer=auth_issuer, jwks_url=auth_jwks_url, audience=auth_audience,
+                            algorithms=auth_algorithms, client_id=auth_client_id)
+    except StandardAgentsError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--auth-*") from None
     if titles:
         os.environ["STANDARDAGENTS_AUTO_TITLES"] = "1"
     _set_trace_url(trace_url)

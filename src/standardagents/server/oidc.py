@@ -35,6 +35,7 @@ __all__ = [
     "JwtVerifier",
     "OidcSettings",
     "looks_like_jwt",
+    "settings_from_flags",
 ]
 
 AUTH_ENV_PREFIX = "STANDARDAGENTS_AUTH_"
@@ -300,3 +301,13 @@ class JwtVerifier:
                         tenant=str(tenant) if isinstance(tenant, str | int) and not isinstance(tenant, bool) else None,
                         roles=tuple(str(r) for r in roles if isinstance(r, str)), claims=dict(claims),
                         issuer=claims.get("iss") if isinstance(claims.get("iss"), str) else None)
+
+
+def settings_from_flags(**flags: str | None) -> OidcSettings:
+    """Put ``serve``'s ``--auth-*`` flags (``issuer``, ``jwks_url``, ``audience``, ``algorithms``,
+    ``client_id``) into the environment, where every worker reads them, and check the whole:
+    a :class:`DefinitionError` names what is wrong before the server starts."""
+    for name, value in flags.items():
+        if value is not None:
+            os.environ[AUTH_ENV_PREFIX + name.upper()] = value
+    return OidcSettings.from_env()
