@@ -208,3 +208,30 @@ async def test_project_schedule_is_stored_under_its_name(tmp_path: Path) -> None
         await rt.aclose()
     assert (record.id, record.name, record.agent, record.interval_s, record.source) == (
         "sch_every_second", "every_second", "helper", 1, "project")
+
+
+def test_cli_adds_pauses_lists_and_deletes_a_schedule(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from standardagents.cli import app as cli_app
+
+    project = write_project(tmp_path / "project", EVERY_SECOND)
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli_app, ["schedules", *args, "--project", str(project)])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    added = run("add", "helper", "good morning", "--cron", "0 8 * * *", "--timezone", "Europe/Paris")
+    made = added.split()[1].rstrip(":")
+    run("pause", "every_second")
+    listed = json.loads(run("list", "--json"))
+    run("delete", made)
+    after = json.loads(run("list", "--json"))
+    refused = runner.invoke(cli_app, ["schedules", "delete", "every_second", "--project", str(project)])
+    assert {(s["id"], s["cron"], s["timezone"], s["paused"]) for s in listed} == {
+        (made, "0 8 * * *", "Europe/Paris", False), ("sch_every_second", None, "UTC", True)}
+    assert [s["id"] for s in after] == ["sch_every_second"]
+    assert refused.exit_code == 1
+    assert "schedule 'every_second' is defined in the project: remove its file (or pause it)" in refused.output
