@@ -39,7 +39,8 @@ def test_pack_marks_the_distribution_for_discovery(quickstart: Path, tmp_path: P
     data = _pyproject(pack_project(quickstart, "assistant", out_dir=tmp_path / "out"))
     assert "standardagent" in data["project"]["keywords"]
     assert data["project"]["entry-points"]["standardagents"] == {"standardagent-assistant": "standardagent_assistant"}
-    assert data["tool"]["standardagent"] == {"entryAgents": ["assistant"], "effects": [], "threadEndpoints": []}
+    assert data["tool"]["standardagent"] == {"entryAgents": ["assistant"], "effects": [], "threadEndpoints": [],
+                                             "userEndpoints": [], "providers": []}
     assert data["build-system"]["build-backend"] == "hatchling.build"
 
 
@@ -74,6 +75,8 @@ def test_pack_includes_everything_the_agent_reaches_and_nothing_else(writer_proj
         "hooks": ["audit", "stamp"],
         "effects": ["send_digest"],
         "thread_endpoints": ["status.get"],
+        "user_endpoints": [],
+        "providers": [],
     }
 
 

@@ -61,21 +61,25 @@ def unpack_command(
 def packages_command(
     project: Annotated[Path, typer.Argument(help="The agents project folder.")] = Path("."),
 ) -> None:
-    """List the packed packages a project sees, with the parent hooks each entry agent adds."""
+    """List the packed packages a project sees, with the parent hooks each entry agent adds and
+    what each packed tool declares it touches (state it uses, variables, network hosts)."""
     problems: list[Problem] = []
     found = discover_packages(project, problems=problems)
     if not found:
         console.print("no packed packages found")
     else:
-        table = Table("package", "version", "source", "entry agents", "parent hooks")
+        from ..tool_declarations import describe_declaration
+
+        table = Table("package", "version", "source", "entry agents", "parent hooks", "what its tools touch")
         for info in sorted(found, key=lambda i: i.package_id):
             hooks = []
             for agent in info.entry_agents:
                 for req in info.parent_hooks.get(agent, []):
                     stage = req.get("stage", "after_parent")
                     hooks.append(f"{agent}: {req.get('hook')} ({stage}) - {req.get('reason', '')}")
+            touches = [describe_declaration(name, declared) for name, declared in sorted(info.tool_declarations.items())]
             table.add_row(info.package_id, info.version, info.source, ", ".join(info.entry_agents),
-                          "\n".join(hooks) or "none")
+                          "\n".join(hooks) or "none", "\n".join(touches) or "nothing declared")
         console.print(table)
     for problem in problems:
         err_console.print(f"[yellow]warning:[/yellow] {problem}", highlight=False)

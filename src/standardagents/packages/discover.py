@@ -73,6 +73,9 @@ class PackageInfo:
     dist_name: str | None = None
     description: str | None = None
     parent_hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: what each packed tool declares it touches (uses, variables, network), read from
+    #: ``__meta`` so an operator sees it before any of the package's code runs
+    tool_declarations: dict[str, dict[str, Any]] = field(default_factory=dict)
     signature: ReadOnlySignature = field(init=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +115,8 @@ def _info_from_module(module: ModuleType, source: PackageSource, location: Path 
         packed_at=int(meta["packedAt"]), entry_agents=[str(a) for a in meta["entryAgents"]], module=module,
         location=location, dist_name=dist_name, description=meta.get("description"),
         parent_hooks={str(k): list(v) for k, v in (meta.get("parentHooks") or {}).items()},
+        tool_declarations={str(k): dict(v) for k, v in (meta.get("toolDeclarations") or {}).items()
+                           if isinstance(v, Mapping)},
     )
 
 
@@ -304,6 +309,7 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
                 continue
             registry.add("user_endpoints", name, loader=_signed(loader, "user_endpoints", name, info), package=pid,
                          source=f"{pid}:user_endpoints/{name}")
+        problems += _package_providers(registry, info)
         problems += _package_skills(registry, info)
         exported = info.loaders("agents")
         for agent in info.entry_agents:
@@ -313,6 +319,44 @@ def register_packages(registry: Registry, packages: Iterable[PackageInfo]) -> li
                 problems += _name_clash(registry, pid, agent)
         if DEFAULT_MODEL not in info.loaders("models"):
             registry.add("models", DEFAULT_MODEL, loader=_host_default(registry), package=pid, source="(built-in)")
+    return problems
+
+
+def _load_now(loader: Loader) -> Any:
+    """Run a loader that does not wait (a packed module's loaders import and return)."""
+    pending = loader()
+    if not inspect.iscoroutine(pending):
+        return pending
+    try:
+        pending.send(None)
+    except StopIteration as done:
+        return done.value
+    pending.close()
+    raise ProjectError([("providers", "its loader waits on I/O; a packed provider's loader must return at once")])
+
+
+def _package_providers(registry: Registry, info: PackageInfo) -> list[Problem]:
+    """Register the providers a package carries. Models build providers by name, so they load
+    now (not on first use); a name the project or another package already defines is a
+    problem and the package's provider is left out."""
+    from ..providers.defined import register_definition
+
+    problems: list[Problem] = []
+    where = f"package {info.package_id}"
+    for name, loader in info.loaders("providers").items():
+        taken = next((e for e in registry.all_entries("providers") if e.name == name), None)
+        if taken is not None:
+            owner = "the project" if taken.package is None else f"package {taken.package}"
+            problems.append(Problem(where, f"provider {name!r} has the same name as a provider of {owner} (rename "
+                                           "one: models name providers without a namespace)"))
+            continue
+        try:
+            definition = _load_now(_signed(loader, "providers", name, info))
+            register_definition(definition)
+        except Exception as exc:  # a broken package is reported, not raised into the host
+            problems.append(Problem(where, f"provider {name!r} cannot be loaded: {exc}"))
+            continue
+        registry.add("providers", name, definition, package=info.package_id, source=f"{info.package_id}:providers/{name}")
     return problems
 
 

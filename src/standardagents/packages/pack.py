@@ -26,6 +26,7 @@ from ..definitions import (
     HookDefinition,
     ModelDefinition,
     PromptDefinition,
+    ProviderDefinition,
     ThreadEndpointDefinition,
     ToolDefinition,
     UserEndpointDefinition,
@@ -36,10 +37,13 @@ from ..registry import Entry, Registry
 from .naming import bump_patch, dist_name_for, identifier, module_name_for, parse_version
 from .reach import collect
 
-__all__ = ["EXPORT_KINDS", "build_wheel", "pack_project", "previous_version"]
+__all__ = ["EXPORT_KINDS", "EXTRA_KINDS", "build_wheel", "pack_project", "previous_version"]
 
 #: the registries a packed module exports, in the order they are written
 EXPORT_KINDS = ("agents", "prompts", "tools", "models", "hooks", "effects", "thread_endpoints")
+#: the registries registered apart from the others (user endpoints by route, with their own
+#: collision rule; providers loaded at discovery, since models build them by name)
+EXTRA_KINDS = ("user_endpoints", "providers")
 
 #: which definition types each exported registry holds
 DEFINITION_TYPES: dict[str, tuple[type[Definition], ...]] = {
@@ -51,7 +55,10 @@ DEFINITION_TYPES: dict[str, tuple[type[Definition], ...]] = {
     "effects": (EffectDefinition,),
     "thread_endpoints": (ThreadEndpointDefinition, ControllerDefinition),
     "user_endpoints": (UserEndpointDefinition,),
+    "providers": (ProviderDefinition,),
 }
+#: the kinds whose entries are named by their route (the file's path), not by a name field
+_ROUTED = ("thread_endpoints", "user_endpoints")
 
 _MIT = """MIT License
 
@@ -129,7 +136,7 @@ def _attribute_of(path: Path, kind: str, name: str) -> str:
     for attribute, value in candidates:
         if not isinstance(value, types):
             continue
-        if kind == "thread_endpoints":
+        if kind in _ROUTED:
             return attribute
         own = getattr(value, "id" if kind == "hooks" else "name", None)
         if own == name:
@@ -145,7 +152,7 @@ def _module_names(items: list[tuple[str, str, str]]) -> dict[tuple[str, str], st
         key = (kind, source)
         if key in names:
             continue
-        stem = name if kind == "thread_endpoints" else Path(source).stem
+        stem = name if kind in _ROUTED else Path(source).stem
         ident = identifier(stem)
         used = taken.setdefault(kind, set())
         candidate, n = ident, 2
@@ -169,7 +176,7 @@ def _render_module(dist: str, version: str, items: list[_Item], meta: dict[str, 
         "from collections.abc import Awaitable, Callable",
         "from typing import Any",
         "",
-        f"__all__ = {['__meta', *EXPORT_KINDS, 'threadEndpoints']!r}",
+        f"__all__ = {['__meta', *EXPORT_KINDS, *EXTRA_KINDS, 'threadEndpoints', 'userEndpoints']!r}",
         "",
         "",
         "def _lazy(kind: str, module: str, attribute: str) -> Callable[[], Awaitable[Any]]:",
@@ -179,7 +186,7 @@ def _render_module(dist: str, version: str, items: list[_Item], meta: dict[str, 
         "    return load",
         "",
     ]
-    for kind in EXPORT_KINDS:
+    for kind in (*EXPORT_KINDS, *EXTRA_KINDS):
         own = [i for i in items if i.kind == kind]
         lines.append("")
         if not own:
@@ -191,6 +198,7 @@ def _render_module(dist: str, version: str, items: list[_Item], meta: dict[str, 
         lines.append("}")
     lines += [
         "threadEndpoints = thread_endpoints",
+        "userEndpoints = user_endpoints",
         "",
         f"__meta: dict[str, Any] = {meta!r}",
         "",
@@ -202,7 +210,8 @@ def _render_module(dist: str, version: str, items: list[_Item], meta: dict[str, 
 
 
 def _render_pyproject(dist: str, module: str, version: str, agent: AgentDefinition, license_id: str,
-                      dependencies: list[str], effects: list[str], endpoints: list[str]) -> str:
+                      dependencies: list[str], effects: list[str], endpoints: list[str],
+                      user_endpoints: list[str], providers: list[str]) -> str:
     description = agent.description or agent.title or f"The {agent.name} agent, packed for Standard Agents."
     author = agent.author or "unknown"
     return "\n".join([
@@ -228,6 +237,8 @@ def _render_pyproject(dist: str, module: str, version: str, agent: AgentDefiniti
         f"entryAgents = {_toml([agent.name])}",
         f"effects = {_toml(effects)}",
         f"threadEndpoints = {_toml(endpoints)}",
+        f"userEndpoints = {_toml(user_endpoints)}",
+        f"providers = {_toml(providers)}",
         "",
         "[tool.hatch.build.targets.wheel]",
         f"packages = {_toml([module])}",
@@ -248,13 +259,13 @@ def _license_text(license_id: str, author: str) -> str:
             f"https://spdx.org/licenses/{license_id}.html\n")
 
 
-def _endpoint_entries(registry: Registry, wanted: Sequence[str] | None) -> list[Entry]:
-    local = {e.name: e for e in registry.all_entries("thread_endpoints") if e.package is None}
+def _endpoint_entries(registry: Registry, wanted: Sequence[str] | None, kind: str = "thread_endpoints") -> list[Entry]:
+    local = {e.name: e for e in registry.all_entries(kind) if e.package is None}
     if wanted is None:
         return [local[k] for k in sorted(local)]
     unknown = [k for k in wanted if k not in local]
     if unknown:
-        raise NotFoundError("thread endpoint", unknown[0], "known: " + (", ".join(sorted(local)) or "none"))
+        raise NotFoundError(kind[:-1].replace("_", " "), unknown[0], "known: " + (", ".join(sorted(local)) or "none"))
     return [local[k] for k in wanted]
 
 
@@ -267,13 +278,14 @@ def _clear_target(target: Path) -> None:
 
 
 def pack_project(project: str | Path, agent: str, *, out_dir: str | Path | None = None, wheel: bool = False,
-                 thread_endpoints: Sequence[str] | None = None) -> Path:
+                 thread_endpoints: Sequence[str] | None = None, user_endpoints: Sequence[str] | None = None) -> Path:
     """Pack ``agent`` of the project at ``project`` into ``out_dir/<distribution name>/``.
 
     Returns the distribution folder, or the built wheel when ``wheel`` is true. The version is
     the agent's (0.1.0 when it declares none), bumped by one patch when an earlier pack of the
     same package sits in ``out_dir``. ``thread_endpoints`` picks the project's thread endpoint
-    keys to carry (all of them when None). ``out_dir`` defaults to ``<project>/dist/packed``.
+    keys to carry (all of them when None), ``user_endpoints`` the user endpoint routes likewise;
+    the providers the reached models name (``define_provider``) travel too. ``out_dir`` defaults to ``<project>/dist/packed``.
     """
     from .discover import load_project_with_packages
 
@@ -290,6 +302,8 @@ def pack_project(project: str | Path, agent: str, *, out_dir: str | Path | None 
     endpoints = _endpoint_entries(registry, thread_endpoints)
     found = [(k, n, e.source or "") for (k, n), e in reach.entries.items()]
     found += [("thread_endpoints", e.name, e.source or "") for e in endpoints]
+    found += [("user_endpoints", e.name, e.source or "") for e in _endpoint_entries(registry, user_endpoints,
+                                                                                    "user_endpoints")]
     modules = _module_names(found)
     items = [_Item(k, n, modules[(k, s)], _attribute_of(root / s, k, n), s) for k, n, s in found]
 
@@ -300,7 +314,7 @@ def pack_project(project: str | Path, agent: str, *, out_dir: str | Path | None 
     version = _next_version(definition.version, previous_version(target))
     _clear_target(target)
     package_dir = target / module
-    for kind in EXPORT_KINDS:
+    for kind in (*EXPORT_KINDS, *EXTRA_KINDS):
         (package_dir / "definitions" / kind).mkdir(parents=True, exist_ok=True)
         (package_dir / "definitions" / kind / "__init__.py").write_text("", encoding="utf-8")
     (package_dir / "definitions" / "__init__.py").write_text("", encoding="utf-8")
@@ -320,12 +334,15 @@ def pack_project(project: str | Path, agent: str, *, out_dir: str | Path | None 
     }
     if definition.description:
         meta["description"] = definition.description
+    declared = {e.name: e.value.declarations() for e in reach.of_kind("tools") if isinstance(e.value, ToolDefinition)}
+    meta["toolDeclarations"] = {name: d for name, d in sorted(declared.items()) if d}
     (package_dir / "__init__.py").write_text(_render_module(dist, version, items, meta), encoding="utf-8")
     license_id = definition.license or _PROPRIETARY
     dependencies = sorted(_installed_dist(registry, p) for p in reach.external_packages)
     (target / "pyproject.toml").write_text(
         _render_pyproject(dist, module, version, definition, license_id, [d for d in dependencies if d],
-                          effects, endpoint_keys), encoding="utf-8")
+                          effects, endpoint_keys, sorted(i.name for i in items if i.kind == "user_endpoints"),
+                          sorted(i.name for i in items if i.kind == "providers")), encoding="utf-8")
     (target / "LICENSE").write_text(_license_text(license_id, definition.author or "the authors"), encoding="utf-8")
     if wheel:
         return build_wheel(target)

@@ -1,6 +1,7 @@
 """What an agent reaches: the definitions a packed package must carry for it to run alone.
 
-Walks prompts (and their includes), tools, models (and fallbacks), hooks (the agent's, the
+Walks prompts (and their includes), tools, models (and fallbacks, and the providers the
+project defines for them), hooks (the agent's, the
 prompts', and parent hooks of child agents), child agents named as tools, and the effects
 whose names the reached source files mention.
 """
@@ -97,6 +98,8 @@ def collect(registry: Registry, agent: str, root: Path) -> Reach:
             todo += _prompt_refs(registry, value)
         elif kind == "models":
             todo += [("models", fb) for fb in value.fallbacks]
+            if registry.has("providers", value.provider):  # one the project defines (not a built-in)
+                todo.append(("providers", value.provider))
     # effects are named by string from tool and hook code: follow the names the sources mention
     effect_names = {e.name for e in registry.entries("effects") if e.package is None}
     scanned: set[str] = set()

@@ -17,12 +17,12 @@ from typing import Any
 
 from ..exceptions import ProjectError
 from .naming import bump_patch, module_name_for
-from .pack import EXPORT_KINDS
+from .pack import EXPORT_KINDS, EXTRA_KINDS
 
 __all__ = ["read_packed_module", "set_agent_fields", "unpack"]
 
 _FOLDER = {"agents": "agents", "prompts": "prompts", "tools": "tools", "models": "models", "hooks": "hooks",
-           "effects": "effects"}
+           "effects": "effects", "providers": "providers"}
 
 
 def _module_dir_of(dist_or_dir: str | Path, scratch: Path) -> Path:
@@ -61,7 +61,7 @@ def read_packed_module(module_dir: Path) -> dict[str, Any]:
             continue
         if target.id in ("__meta", "_sources"):
             out[target.id] = ast.literal_eval(value)
-        elif target.id in EXPORT_KINDS and isinstance(value, ast.Dict):
+        elif target.id in (*EXPORT_KINDS, *EXTRA_KINDS) and isinstance(value, ast.Dict):
             table: dict[str, str] = {}
             for key, call in zip(value.keys, value.values, strict=True):
                 if isinstance(key, ast.Constant) and isinstance(call, ast.Call) and len(call.args) >= 2:
@@ -131,7 +131,7 @@ def _target_for(kind: str, module: str, name: str, sources: dict[str, str]) -> s
     known = sources.get(f"{kind}/{module}")
     if known:
         return known
-    if kind == "thread_endpoints":
+    if kind in ("thread_endpoints", "user_endpoints"):
         return f"agents/api/{name}.py"
     return f"agents/{_FOLDER[kind]}/{module}.py"
 
