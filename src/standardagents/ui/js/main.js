@@ -8,6 +8,7 @@ import * as rerun from "./rerun.js";
 import * as runtime from "./runtime.js";
 import { $, forget, showError, state } from "./state.js";
 import "./phone.js";
+import "./schedules.js";
 import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
 
 const PAGE = 500;
