@@ -182,6 +182,10 @@ async def _run_interrupted_turns(rt: Runtime, thread: ThreadRecord, agent: Agent
         if epoch is None:  # another process's: taken over here if it is gone
             claimed = await resuming.claim_orphan(rt, record, stale_before)
             if claimed is None:
+                if record.id in rt._resuming:
+                    # this runtime's own look for gone processes took it first: its resume
+                    # waits for the thread's lock this caller holds, so the turn goes on here
+                    continue
                 return record.id
             record = claimed
         elif epoch != record.epoch:
