@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from ..definitions._base import problems_from_validation
 from ..exceptions import DefinitionError, QuotaExceeded
 from ..records import new_id, now_ms
 from ..store import serviceops as ops
@@ -63,8 +64,11 @@ def policy_from_env() -> QuotaPolicy | None:
         return None
     try:
         return QuotaPolicy.model_validate(json.loads(raw))
+    except ValidationError as exc:
+        raise DefinitionError([(f"{QUOTAS_ENV}: {field}", message)
+                               for field, message in problems_from_validation(exc)]) from None
     except ValueError as exc:
-        raise DefinitionError(f"{QUOTAS_ENV}: {exc}") from None
+        raise DefinitionError(f"{QUOTAS_ENV} is not JSON: {exc}") from None
 
 
 class Quotas:

@@ -16,9 +16,10 @@ import os
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from ..definitions._base import problems_from_validation
 from ..exceptions import DefinitionError
 from ..store import serviceops as ops
 from ..store.base import Store
@@ -69,9 +70,16 @@ def limits_from_env() -> dict[str, RateLimit]:
         data = json.loads(raw)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
-        return {str(name): RateLimit.model_validate(value) for name, value in data.items()}
+        limits: dict[str, RateLimit] = {}
+        for name, value in data.items():
+            try:
+                limits[str(name)] = RateLimit.model_validate(value)
+            except ValidationError as exc:
+                raise DefinitionError([(f"{RATE_LIMITS_ENV}: {name}.{field}", message)
+                                       for field, message in problems_from_validation(exc)]) from None
+        return limits
     except ValueError as exc:
-        raise DefinitionError(f"{RATE_LIMITS_ENV}: {exc}") from None
+        raise DefinitionError(f"{RATE_LIMITS_ENV} is not a JSON object: {exc}") from None
 
 
 def _estimate_tokens(request: Any) -> int:
