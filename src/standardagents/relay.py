@@ -170,6 +170,8 @@ class PostgresRelay:
         self._echoed = asyncio.Event()
         self._heard = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
+        #: one statement at a time on the connection (sends and the look at the peers' sessions)
+        self._using = asyncio.Lock()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -327,8 +329,9 @@ class PostgresRelay:
         if conn is None or conn.is_closed():
             return set(pids)
         try:
-            rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[])", pids,
-                                    timeout=self.keepalive)
+            async with self._using:
+                rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[])", pids,
+                                        timeout=self.keepalive)
         except Exception:  # the connection is in trouble: the supervisor reconnects; decide later
             return set(pids)
         return {int(row["pid"]) for row in rows}
@@ -411,7 +414,8 @@ class PostgresRelay:
             payloads = [p for event in batch for p in self._encode(event)]
             payloads.append(self._announcement())
             try:
-                await conn.execute(_SEND_SQL, self.channel, payloads, timeout=self.keepalive)
+                async with self._using:
+                    await conn.execute(_SEND_SQL, self.channel, payloads, timeout=self.keepalive)
             except Exception as exc:  # a dropped connection surfaces as several asyncpg error types
                 # put the batch back (oldest first) so it goes out after reconnecting
                 self._queue.extendleft(reversed(batch))
