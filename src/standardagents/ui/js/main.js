@@ -6,6 +6,7 @@ import * as inspector from "./inspector.js";
 import * as live from "./live.js";
 import * as rerun from "./rerun.js";
 import * as runtime from "./runtime.js";
+import * as signin from "./signin.js";
 import { $, forget, showError, state } from "./state.js";
 import "./phone.js";
 import "./schedules.js";
@@ -194,4 +195,5 @@ async function start() {
     $("token-box").open = true;
   }
 }
-start();
+// with an identity provider, a sign-in in progress finishes before the first API call
+signin.boot().catch(showError).finally(start);
