@@ -29,12 +29,19 @@ ITEM_COLUMNS = (items.c.id, items.c.namespace, items.c.key, items.c.value, items
 _OPS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
-def prefix_clause(prefix: str) -> Any:
-    """Items whose dotted namespace is ``prefix`` or under it (always true for ``""``)."""
+def prefix_clause(prefix: str, dialect: str) -> Any:
+    """Items whose dotted namespace is ``prefix`` or under it (always true for ``""``).
+
+    "Under" is a range of byte order (``p.`` up to ``p/``, '/' following '.'), which the
+    namespace index answers on SQLite; PostgreSQL compares text in its collation, so there it
+    is a ``LIKE`` that the ``text_pattern_ops`` index of revision 0007 answers."""
     if not prefix:
         return sa.true()
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return sa.or_(items.c.namespace == prefix, items.c.namespace.like(escaped + ".%", escape="\\"))
+    if dialect == "postgresql":
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return sa.or_(items.c.namespace == prefix, items.c.namespace.like(escaped + ".%", escape="\\"))
+    return sa.or_(items.c.namespace == prefix,
+                  sa.and_(items.c.namespace > prefix + ".", items.c.namespace < prefix + "/"))
 
 
 def live(now: int) -> Any:
@@ -145,7 +152,7 @@ def sweep(conn: Connection, now: int) -> int:
 
 
 def list_namespaces(conn: Connection, prefix: str, now: int) -> list[str]:
-    rows = conn.execute(sa.select(items.c.namespace).distinct().where(prefix_clause(prefix), live(now))
+    rows = conn.execute(sa.select(items.c.namespace).distinct().where(prefix_clause(prefix, conn.dialect.name), live(now))
                         .order_by(items.c.namespace))
     return [r[0] for r in rows]
 

@@ -58,14 +58,22 @@ class SearchQuery:
     now: int
 
 
-def _base(q: SearchQuery, *extra: Any) -> Any:
-    return (sa.select(*ITEM_COLUMNS, *extra).select_from(items.join(vectors, vectors.c.item_id == items.c.id))
-            .where(vectors.c.embedder == q.embedder, vectors.c.dims == q.dims, prefix_clause(q.prefix),
-                   live(q.now), *q.conditions))
+def _base(q: SearchQuery, dialect: str, *extra: Any) -> Any:
+    """Candidates: the embedder's vectors of live items under the prefix matching the filter.
+    With a prefix, the items are found first (the namespace index) and their vectors by key,
+    so a search within one user's memory reads only that user's rows."""
+    embedder: Any = vectors.c.embedder
+    if q.prefix and dialect == "sqlite":
+        embedder = embedder + ""  # not the embedder index: SQLite would scan every vector through it
+    stmt = (sa.select(*ITEM_COLUMNS, *extra).select_from(items.join(vectors, vectors.c.item_id == items.c.id))
+            .where(embedder == q.embedder, vectors.c.dims == q.dims, live(q.now), *q.conditions))
+    if q.prefix:
+        stmt = stmt.where(vectors.c.item_id.in_(sa.select(items.c.id).where(prefix_clause(q.prefix, dialect))))
+    return stmt
 
 
 def _exact(conn: Connection, q: SearchQuery) -> list[tuple[Any, float]]:
-    rows = conn.execute(_base(q, vectors.c.vector)).all()
+    rows = conn.execute(_base(q, conn.dialect.name, vectors.c.vector)).all()
     query = q.vector
     scored = []
     for row in rows:
@@ -76,17 +84,27 @@ def _exact(conn: Connection, q: SearchQuery) -> list[tuple[Any, float]]:
 
 
 def _pgvector(conn: Connection, q: SearchQuery, schema: str) -> list[tuple[Any, float]]:
+    """Nearest first through the HNSW index; when a namespace or value filter leaves fewer than
+    ``limit`` of the index's candidates (pgvector filters after the index scan), once more
+    ordered exactly over the filtered rows, so a filtered search never comes back short."""
     n = int(q.dims)
     literal = vector_literal(q.vector)
-    distance: Any = sa.literal_column(
-        f"(memory_vectors.embedding::{schema}.vector({n})) OPERATOR({schema}.<=>) '{literal}'::{schema}.vector({n})")
+    expr = (f"(memory_vectors.embedding::{schema}.vector({n})) OPERATOR({schema}.<=>) "
+            f"'{literal}'::{schema}.vector({n})")
     conn.execute(sa.text(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, (q.limit + q.offset) * 4))}"))
-    stmt = (sa.select(*ITEM_COLUMNS, distance.label("distance"))
+    rows = conn.execute(_pg_statement(q, n, expr)).all()
+    if len(rows) < q.limit and (q.prefix or q.conditions):
+        rows = conn.execute(_pg_statement(q, n, f"({expr}) + 0")).all()  # not the index's expression
+    return [(row[:-1], 1.0 - float(row[-1])) for row in rows]
+
+
+def _pg_statement(q: SearchQuery, n: int, expr: str) -> Any:
+    distance: Any = sa.literal_column(expr)
+    return (sa.select(*ITEM_COLUMNS, distance.label("distance"))
             .select_from(items.join(vectors, vectors.c.item_id == items.c.id))
             .where(vectors.c.embedder == q.embedder, vectors.c.dims == sa.literal_column(str(n)),
-                   prefix_clause(q.prefix), live(q.now), *q.conditions)
+                   prefix_clause(q.prefix, "postgresql"), live(q.now), *q.conditions)
             .order_by(sa.literal_column("distance")).limit(q.limit).offset(q.offset))
-    return [(row[:-1], 1.0 - float(row[-1])) for row in conn.execute(stmt)]
 
 
 def ensure_hnsw(conn: Connection, dims: int, schema: str) -> None:
@@ -186,12 +204,14 @@ class VectorIndex:
             await self.prepare(q.dims)
             return await run(self.store, _pgvector, q, self.vector_schema, write=False)
         if self.kind == "sqlite-vec":
+            if q.prefix:  # one namespace's rows: quicker than a hop to a worker thread
+                return self._sqlite_vec(q)
             return await asyncio.to_thread(self._sqlite_vec, q)
         return await run(self.store, _exact, q, write=False)
 
     def _sqlite_vec(self, q: SearchQuery) -> list[tuple[Any, float]]:
         distance = sa.func.vec_distance_cosine(vectors.c.vector, sa.bindparam("qv", pack(q.vector)))
-        stmt = _base(q, distance.label("distance")).order_by(sa.literal_column("distance")) \
+        stmt = _base(q, "sqlite", distance.label("distance")).order_by(sa.literal_column("distance")) \
             .limit(q.limit).offset(q.offset)
         compiled = stmt.compile(dialect=sqlite_dialect.dialect())
         params = [compiled.params[name] for name in compiled.positiontup or ()]

@@ -326,6 +326,6 @@ def _plain(conn: Any, prefix: str, conditions: list[Any], limit: int, offset: in
     from ..store.schema_memory import memory_items as items
     from ._ops import ITEM_COLUMNS, live, prefix_clause
 
-    stmt = (sa.select(*ITEM_COLUMNS).where(prefix_clause(prefix), live(now), *conditions)
+    stmt = (sa.select(*ITEM_COLUMNS).where(prefix_clause(prefix, conn.dialect.name), live(now), *conditions)
             .order_by(items.c.updated_at.desc(), items.c.key).limit(limit).offset(offset))
     return list(conn.execute(stmt))

@@ -48,6 +48,8 @@ def upgrade() -> None:
     op.create_index("ix_memory_vectors_embedder", "memory_vectors", ["embedder", "dims"])
     bind = op.get_bind()
     if bind.dialect.name == "postgresql":
+        # namespace prefix searches are LIKE 'a.b.%': answered by an index of byte order
+        op.execute("CREATE INDEX ix_memory_items_namespace_pattern ON memory_items (namespace text_pattern_ops)")
         schema = _vector_schema(bind)
         if schema is not None:
             quoted = bind.dialect.identifier_preparer.quote_schema(schema)

@@ -1,0 +1,197 @@
+"""Memory search latency over 10,000 and 100,000 items, on each store, and what automatic
+recall adds to a turn.
+
+Stores: SQLite with sqlite-vec (``vec_distance_cosine``, an exact scan in C), the machine's
+PostgreSQL without pgvector (the exact scan in Python; 10,000 items only: at 100,000 it moves
+100 MB per query), and PostgreSQL with pgvector (an HNSW index, cosine, m=16,
+ef_construction=64, ef_search=40: pgvector's defaults) from the ``pgserver`` wheel. Items are
+short sentences from a 400-word vocabulary, embedded by the offline embedder (256 floats) and
+bulk-loaded; each figure is the p50/p95 of ``--queries`` searches (top 10) over the whole
+store and within one user's namespace (1% of the items).
+
+The recall figure is the median turn with the offline test model, an agent with
+``memory={}`` against the same agent without memory, with 10,000 items (100 of the user's).
+
+Run: ``.venv/bin/python benchmarks/memory_search.py [--sizes 10000 100000] [--queries 50]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from standardagents.memory import MemoryStore, OfflineEmbedder
+from standardagents.memory.index import pack, vector_literal
+from standardagents.store import SQLStore
+from standardagents.store.schema_memory import memory_items, memory_vectors
+
+__all__ = ["main"]
+
+USERS = 100
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+rng = random.Random(7)
+WORDS = [f"w{i}" for i in range(400)] + "dog cat garden roses ramen dentist volvo lyon tea coffee".split()
+
+
+def _sentence() -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(10))
+
+
+def _load(conn: Any, rows: list[dict[str, Any]], vecs: list[dict[str, Any]], schema: str | None) -> None:
+    conn.execute(memory_items.insert(), rows)
+    if schema is None:
+        conn.execute(memory_vectors.insert(), [{k: v for k, v in r.items() if k != "emb"} for r in vecs])
+    else:
+        conn.execute(sa.text("INSERT INTO memory_vectors (item_id, embedder, dims, vector, embedding) VALUES "
+                             f"(:item_id, :embedder, :dims, :vector, CAST(:emb AS {schema}.vector))"), vecs)
+
+
+async def _fill(memory: MemoryStore, n: int) -> None:
+    embedder = memory.embedder
+    assert embedder is not None
+    schema = memory.vector_index.vector_schema
+    now = int(time.time() * 1000)
+    batch = 2000
+    for start in range(0, n, batch):
+        texts = [_sentence() for _ in range(min(batch, n - start))]
+        vectors = await embedder.embed(texts)
+        rows, vecs = [], []
+        for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+            item_id = "mem_" + uuid.uuid4().hex
+            user = f"u{(start + i) % USERS}"
+            rows.append({"id": item_id, "namespace": f"user.{user}.facts", "key": f"k{start + i}",
+                         "value": {"text": text}, "owner": user, "written_by": None, "indexed_text": text,
+                         "ttl_minutes": None, "expires_at": None, "created_at": now, "updated_at": now})
+            vecs.append({"item_id": item_id, "embedder": embedder.name, "dims": len(vector), "vector": pack(vector),
+                         "emb": vector_literal(vector) if schema else None})
+        await memory.store._run(_load, rows, vecs, schema)
+
+
+def _analyze(conn: Any) -> None:
+    conn.execute(sa.text("ANALYZE memory_items"))
+    conn.execute(sa.text("ANALYZE memory_vectors"))
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _time_searches(memory: MemoryStore, queries: int, prefix: tuple[str, ...]) -> tuple[float, float]:
+    times = []
+    for _ in range(queries + 3):
+        query = " ".join(rng.choice(WORDS) for _ in range(6))
+        t0 = time.perf_counter()
+        hits = await memory.search(prefix, query=query, limit=10)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert hits, "a search found nothing"
+    times = times[3:]
+    return statistics.median(times), _pct(times, 0.95)
+
+
+async def _bench_store(label: str, url: str, schema: str | None, n: int, queries: int) -> None:
+    store = SQLStore(url, schema=schema)
+    memory = await MemoryStore(store, embedder=OfflineEmbedder()).open()
+    t0 = time.perf_counter()
+    await _fill(memory, n)
+    load = time.perf_counter() - t0
+    if store.dialect == "postgresql":  # what autovacuum does after a bulk load: the planner needs the row counts
+        await store._run(_analyze)
+    build = 0.0
+    if memory.vector_index.kind == "pgvector":
+        t0 = time.perf_counter()
+        await memory.vector_index.prepare(256)
+        build = time.perf_counter() - t0
+    whole = await _time_searches(memory, queries, ())
+    user = await _time_searches(memory, queries, ("user", "u1"))
+    extra = f", HNSW build {build:.1f} s" if build else ""
+    print(f"{label:<28} {n:>7} items  whole store p50 {whole[0]:8.2f} ms  p95 {whole[1]:8.2f} ms   "
+          f"one user p50 {user[0]:8.2f} ms  p95 {user[1]:8.2f} ms   (load {load:.1f} s{extra})", flush=True)
+    await memory.aclose()
+    await store.close()
+
+
+async def _drop(url: str, schema: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
+async def _recall_cost(folder: Path, turns: int) -> None:
+    from standardagents import Runtime, define_agent, define_model, define_prompt
+    from standardagents.memory.agents import memory_for
+    from standardagents.project import build_registry
+
+    async def median_turn(memory: dict[str, Any] | None, db: Path) -> float:
+        registry = build_registry(
+            define_model(name="default", provider="test", model="instant", stream=False),
+            define_prompt(name="p", prompt="You help.", model="default"),
+            define_agent(name="a", side_a={"prompt": "p", "stop_on_response": True}, memory=memory))
+        rt = await Runtime.open(registry, store=SQLStore(f"sqlite:///{db}"))
+        if memory is not None:
+            await _fill(await memory_for(rt), 10_000)
+        times = []
+        for i in range(turns + 3):
+            t0 = time.perf_counter()
+            await rt.run("a", f"tell me about my garden roses and {rng.choice(WORDS)} {i}", user_id="u1")
+            times.append((time.perf_counter() - t0) * 1000)
+        await rt.aclose()
+        return statistics.median(times[3:])
+
+    without = await median_turn(None, folder / "plain.db")
+    with_recall = await median_turn({"tools": False}, folder / "recall.db")
+    print(f"turn with the offline test model: without memory {without:.2f} ms, with recall over 10,000 items "
+          f"{with_recall:.2f} ms (+{with_recall - without:.2f} ms)", flush=True)
+
+
+async def _main(sizes: list[int], queries: int, turns: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        for n in sizes:
+            await _bench_store("SQLite + sqlite-vec", f"sqlite:///{folder}/m{n}.db", None, n, queries)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver
+
+            server: Any = pgserver.get_server(Path(folder) / "pg", cleanup_mode="stop")
+        try:
+            for n in sizes:
+                schema = f"bench_{n}"
+                await _bench_store("PostgreSQL + pgvector HNSW", server.get_uri(), schema, n, queries)
+        finally:
+            server.cleanup()
+        for n in sizes:
+            if n > 10_000:
+                continue
+            schema = f"bench_mem_{uuid.uuid4().hex[:8]}"
+            try:
+                await _bench_store("PostgreSQL, exact scan", PG_URL, schema, n, queries)
+            finally:
+                await _drop(PG_URL, schema)
+        await _recall_cost(Path(folder), turns)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=30)
+    args = parser.parse_args()
+    asyncio.run(_main(args.sizes, args.queries, args.turns))
+
+
+if __name__ == "__main__":
+    main()
