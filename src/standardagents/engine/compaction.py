@@ -17,7 +17,7 @@ from .context import to_llm_message
 
 if TYPE_CHECKING:
     from .loop import Execution
-    from .runtime import SideSetup
+    from .side import SideSetup
 
 __all__ = ["compact_if_needed", "place_summaries"]
 

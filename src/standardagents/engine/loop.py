@@ -29,6 +29,7 @@ from .options import TurnOptions
 from .output import OUTPUT_TOOL_NAME, OutputRun, OutputSpec, PartialOutput, Verdict, to_jsonable
 from .pauses import Paused, pause_for_approval, pause_for_client, resume_approvals
 from .results import ExecutionResult, StopReason
+from .side import SideSetup, with_override
 from .state import ExecutionState, ThreadState
 from .steps import StepProbe
 from .tools import ToolOutcome, run_tool_call
@@ -37,7 +38,6 @@ from .turn_checks import charge_budget, check_stops, input_guardrails
 if TYPE_CHECKING:
     from .overrides import SideOverride
     from .runtime import Runtime
-    from .setup import SideSetup
 
 __all__ = ["Execution", "ExecutionResult", "StopReason"]
 
@@ -434,7 +434,7 @@ class Execution:
         override = self.override
         if override is None or override.side != side:
             return setup
-        return await override.setup(self.rt.registry, setup)
+        return await with_override(setup, override, self.rt.registry)
 
     async def _run_tools(self, side: Literal["a", "b"], reply: Message, setup: SideSetup) -> list[ToolOutcome]:
         calls = reply.tool_calls or []

@@ -44,7 +44,7 @@ from .turn_checks import output_tripped
 
 if TYPE_CHECKING:
     from .loop import Execution
-    from .setup import SideSetup
+    from .side import SideSetup
 
 __all__ = ["converted", "model_step"]
 

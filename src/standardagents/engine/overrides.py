@@ -9,14 +9,10 @@ model actually called.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..exceptions import StandardAgentsError
-
-if TYPE_CHECKING:
-    from .setup import SideSetup
 
 __all__ = ["SideOverride"]
 
@@ -58,16 +54,3 @@ class SideOverride:
             return cls(kept.get("side", "a"), kept.get("model"), kept.get("system"))
         except StandardAgentsError:
             return None
-
-    async def setup(self, registry: Any, base: SideSetup) -> SideSetup:
-        """``base`` with this override's model (with that model's own fallbacks) and system
-        prompt; the on-demand tool catalogue is still appended, since the tools need it."""
-        changes: dict[str, Any] = {}
-        if self.model is not None:
-            model = await registry.aget("models", self.model, base.namespace)
-            changes["model"] = model
-            changes["fallbacks"] = [await registry.aget("models", fb, base.namespace) for fb in model.fallbacks]
-        if self.system is not None:
-            system, catalogue = self.system, base.catalogue
-            changes["static_system"] = f"{system}\n\n{catalogue}" if system and catalogue else (system or catalogue or "")
-        return dataclasses.replace(base, **changes) if changes else base

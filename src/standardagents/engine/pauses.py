@@ -18,7 +18,7 @@ from .turn_checks import check_stops
 
 if TYPE_CHECKING:
     from .loop import Execution
-    from .setup import SideSetup
+    from .side import SideSetup
 
 __all__ = ["Paused", "pause_for_approval", "pause_for_client", "resume_approvals"]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,12 +19,12 @@ from ..exceptions import DefinitionError, NotFoundError
 from ..project import DEFAULT_MODEL, load_project
 from ..providers.base import ModelProvider
 from ..registry import Registry
-from ..toolcalls import prepare_tools
 from ..toolsets import merge_toolsets, resolve_tool_name
 from .context import extension_tools, prompt_is_static, render_prompt
 from .digest import definitions_digest
 from .hooks import HookSet
-from .output import OutputSpec, output_spec
+from .output import output_spec
+from .side import SideSetup
 from .tools import Toolbox, session_tool
 
 if TYPE_CHECKING:
@@ -35,48 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["Setups", "SideSetup"]
 
 log = logging.getLogger("standardagents.runtime")
-
-
-@dataclass
-class SideSetup:
-    """Everything one side needs per step, resolved once and cached."""
-
-    agent: AgentDefinition
-    side: Literal["a", "b"]
-    prompt: PromptDefinition
-    model: ModelDefinition
-    fallbacks: list[ModelDefinition]
-    toolbox: Toolbox
-    hooks: HookSet
-    namespace: str | None
-    static_system: str | None
-    #: on-demand discovery: the catalogue text appended to the system prompt
-    catalogue: str | None = None
-    input_guardrails: list[ToolDefinition] = field(default_factory=list)
-    output_guardrails: list[ToolDefinition] = field(default_factory=list)
-    #: the MCP pool's generation the tools were listed at (None: no MCP tools)
-    mcp_generation: int | None = None
-    #: the prompt's typed output (None: the side answers in free text)
-    output: OutputSpec | None = None
-    _by_level: dict[str | None, list[dict[str, Any]]] = field(default_factory=dict)
-    _index: dict[str | None, dict[str, dict[str, Any]]] = field(default_factory=dict)
-
-    @property
-    def ondemand(self) -> bool:
-        return self.catalogue is not None
-
-    def tools_at(self, level: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
-        """The offered tools adapted to a compatibility level (computed once per level),
-        or just ``names`` of them (on-demand prompts)."""
-        tools = self._by_level.get(level)
-        if tools is None:
-            tools = self.toolbox.offered if level is None else prepare_tools(self.toolbox.offered, level)  # type: ignore[arg-type]
-            self._by_level[level] = tools
-            self._index[level] = {t["function"]["name"]: t for t in tools if "function" in t}
-        if names is None:
-            return tools
-        index = self._index[level]
-        return [index[n] for n in names if n in index]
 
 
 def _forget_project_modules(root: Path) -> None:

@@ -20,7 +20,7 @@ from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 if TYPE_CHECKING:
     from .results import ExecutionResult
     from .runtime import Runtime
-    from .setup import SideSetup
+    from .side import SideSetup
 
 __all__ = [
     "create_messages",

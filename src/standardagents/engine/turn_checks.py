@@ -16,7 +16,7 @@ from .tools import ToolOutcome
 
 if TYPE_CHECKING:
     from .loop import Execution
-    from .setup import SideSetup
+    from .side import SideSetup
 
 __all__ = ["charge_budget", "check_stops", "input_guardrails", "output_tripped"]
 
