@@ -86,7 +86,15 @@ FILES = {
     "agents/prompts/worker_prompt.py": """
         from standardagents import define_prompt
         worker_prompt = define_prompt(name="worker_prompt", prompt="You work.",
-                                      tools=["show_settings", "peek_files", "fetch_url"])
+                                      tools=["show_settings", "peek_files", "fetch_url", "bare"])
+    """,
+    "agents/tools/bare.py": """
+        from standardagents import define_tool
+
+        @define_tool
+        async def bare(state) -> str:
+            '''Read a note with the thread's whole state.'''
+            return f"{type(state).__name__} {await state.read_file('note.txt')}"
     """,
     "agents/tools/show_settings.py": """
         import json
@@ -331,6 +339,7 @@ async def test_the_runtime_view_shows_each_tools_declarations_to_an_admin(setup:
         "peek_files": {"uses": ["env"]},
         "fetch_url": {"uses": ["network"], "network": {"allow": [host], "timeout": 1.0, "maxBytes": 1000,
                                                        "credentials": {host: "github"}}},
+        "bare": {},
     }
 
 
@@ -440,3 +449,119 @@ def test_a_state_typed_for_a_capability_uses_does_not_declare_is_a_definition_er
 def test_a_tool_that_declares_nothing_declares_nothing() -> None:
     tool = define_tool(name="t", parameters={"type": "object"}, execute=_noop)
     assert (tool.declares, tool.declarations(), tool.uses) == (False, {}, None)
+
+
+# the worked example of docs/tools.md ------------------------------------------------------------
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "tools.md"
+
+
+class WeatherAPI(LoopbackServer):
+    """The weather service of the docs' example: ``/forecast`` answers the query it got, to one key."""
+
+    label = "weather-api"
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        ok = dict(scope["headers"]).get(b"authorization", b"").decode() == f"Bearer {self.key}"
+        body = f"sunny ({scope['query_string'].decode()})".encode() if ok else b"who are you?"
+        await send({"type": "http.response.start", "status": 200 if ok else 401, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _docs_example() -> str:
+    import re
+
+    found = re.search(r"```python\n(# agents/tools/forecast\.py\n.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert found, "docs/tools.md shows agents/tools/forecast.py"
+    return found[1]
+
+
+async def test_the_docs_example_forecasts_with_the_operators_variables_and_the_users_grant(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = secrets.token_urlsafe(16)
+    with WeatherAPI(key) as api, OpenAIStub(model_turn) as model:
+        host = f"127.0.0.1:{api.port}"
+        monkeypatch.setenv("WEATHER_HOST", host)
+        monkeypatch.setenv("MODEL_STUB_URL", model.base_url)
+        monkeypatch.setenv("API_PORT", str(api.port))
+        files = {**FILES, "agents/tools/forecast.py": _docs_example(), "agents/prompts/worker_prompt.py": """
+            from standardagents import define_prompt
+            worker_prompt = define_prompt(name="worker_prompt", prompt="You forecast.", tools=["forecast"])
+        """}
+        rt = await Runtime.open(write_project(tmp_path / "project", files),
+                                store=Backend("sqlite", f"sqlite:///{tmp_path / 'store.db'}").new_store())
+        try:
+            alice = await rt.store.create_user("alice")
+            await rt.store.set_env("instance", "", "api_base", f"http://{host}")
+            await rt.store.set_env("instance", "", "days", "3")
+            await grant_credential(rt.store, rt.registry, alice.id, "weather", key, tools=["forecast"])
+            result = await rt.run("worker", json.dumps({"tool": "forecast", "args": {"city": "Oslo"}}), user_id=alice.id)
+            (tool,) = [m for m in await rt.store.list_messages(result.thread_id) if m.role == "tool"]
+        finally:
+            await rt.aclose()
+    assert (tool.tool_status, tool.content) == ("success", "sunny (city=Oslo&units=metric&days=3)")
+
+
+def test_validate_shows_what_each_tool_declares(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from standardagents.cli import app
+
+    project = write_project(tmp_path / "p", {"agents/tools/forecast.py": _docs_example()})
+    result = CliRunner().invoke(app, ["validate", str(project)], env={"COLUMNS": "400"})
+    lines = [line.strip() for line in result.output.splitlines() if line.strip().startswith("tool ")]
+    assert (result.exit_code, lines) == (0, [
+        "tool forecast: uses network; variables api_base (url, default 'https://api.weather.example'), units (string, "
+        "default 'metric'), days (integer, required); network api.weather.example (grant weather -> "
+        "api.weather.example)"])
+
+
+def test_a_bad_variable_declaration_in_a_project_file_names_the_file_and_the_field(tmp_path: Path) -> None:
+    from standardagents import validate_project
+
+    project = write_project(tmp_path / "p", {"agents/tools/broken.py": """
+        from standardagents import define_tool
+
+        @define_tool(variables={"days": {"type": "integer", "default": "soon"}})
+        async def broken(state) -> str:
+            '''Broken.'''
+            return ""
+    """})
+    problems = [str(p) for p in validate_project(project) if not p.warning and "broken" in str(p)]
+    assert problems == ["agents/tools/broken.py: variables.days: default does not fit the type "
+                        "'integer': 'soon' is not an integer"]
+
+
+# strict mode ------------------------------------------------------------------------------------
+@pytest.fixture
+def strict() -> Iterator[None]:
+    from standardagents.engine.tool_state import set_strict_uses, strict_uses
+
+    was = strict_uses()
+    set_strict_uses(True)
+    try:
+        yield
+    finally:
+        set_strict_uses(was)
+
+
+async def test_without_strict_mode_a_tool_that_declares_nothing_gets_the_whole_thread_state(tmp_path: Path,
+                                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    async for setup in _setup(tmp_path, monkeypatch, Backend("sqlite", f"sqlite:///{tmp_path / 's.db'}")):
+        tool = await setup.ask("bare")
+        assert (tool.tool_status, tool.content) == ("success", "ThreadState None")
+
+
+async def test_in_strict_mode_a_project_tool_that_declares_nothing_uses_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strict: None) -> None:
+    async for setup in _setup(tmp_path, monkeypatch, Backend("sqlite", f"sqlite:///{tmp_path / 's.db'}")):
+        tool = await setup.ask("bare")
+        assert (tool.tool_status, tool.content) == ("error", (
+            "Error: ToolCapabilityError: tool 'bare' did not declare the 'files' capability (state.read_file); it "
+            "declares nothing. Add 'files' to the tool's uses."))
