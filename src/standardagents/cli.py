@@ -41,7 +41,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "effects": (".effects_cli", "effects_app", "List, cancel and run scheduled effects."),
     "schedules": (".service.cli", "schedules_app", "List, add, pause, resume and delete schedules."),
     "threads": (".threads_cli", "threads_app", "List threads and show the steps of their turns."),
-    "eval": (".evals_cli", "eval_app", "Run datasets of cases against the agents; capture turns as cases."),
+    "eval": (".evals_cli", "eval_app", "Run datasets of cases (eval PROJECT [DATASET...]); capture turns as cases."),
     "memory": (".memory_cli", "memory_app", "Browse, search, edit, export and forget long-term memory."),
 }
 

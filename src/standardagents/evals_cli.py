@@ -33,7 +33,8 @@ class _RunByDefault(TyperGroup):
         return result
 
 
-eval_app = typer.Typer(name="eval", help="Run datasets of cases against a project's agents; capture turns as cases.",
+eval_app = typer.Typer(name="eval", help="Run datasets of cases against a project's agents "
+                       "(standardagents eval PROJECT [DATASET...], short for eval run); capture turns as cases.",
                        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                        cls=_RunByDefault)
 out = Console(highlight=False, soft_wrap=True)
@@ -209,8 +210,9 @@ def capture_command(
     project: Annotated[Path, typer.Option("--project", "-p", help="The project folder.")] = Path("."),
     database_url: DbOpt = None,
 ) -> None:
-    """Turn a stored turn into a case (its input, history, and a cassette of its model replies
-    and tool results, with the original reply as the reference)."""
+    """Turn a stored turn into a case: its input, history, model replies and tool results.
+
+    The original reply is the case's reference; standardagents eval replays it."""
     from .engine import Runtime
     from .evals import capture_turn, write_case
 
