@@ -136,3 +136,14 @@ async def test_a_later_turn_is_captured_with_the_history_before_it_and_replays(t
     result, messages, _models = await _replay(project)
     assert (result["passed"], result["reply"]) == (True, "2 + 3 = 5")
     assert [m.role for m in messages][:4] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_captured_cases_append_to_a_jsonl_dataset(tmp_path: Path) -> None:
+    _project, case = await _captured(tmp_path)
+    path = tmp_path / "regressions.jsonl"
+    write_case(path, case)
+    write_case(path, {**case, "name": "times_again"})
+    dataset = load_dataset(path)
+    assert dataset.agent == "assistant"
+    assert [(c.name, c.error, c.reference) for c in dataset.cases] == [
+        ("times", None, "12 * 7 = 84"), ("times_again", None, "12 * 7 = 84")]
