@@ -37,7 +37,7 @@ def test_mypy_sees_the_value_of_a_typed_run_as_the_output_type(tmp_path: Path) -
     out, err, status = api.run([str(source), "--no-error-summary", "--cache-dir", str(root / ".mypy_cache"),
                                 "--python-version", "3.11", "--follow-imports", "silent"])
     lines = [line.split(": ", 1)[1] for line in out.splitlines() if ": " in line]
-    assert 'note: Revealed type is "standardagents.engine.loop.ExecutionResult[typed_use.Invoice]"' in lines, out
+    assert 'note: Revealed type is "standardagents.engine.results.ExecutionResult[typed_use.Invoice]"' in lines, out
     assert lines.count('note: Revealed type is "typed_use.Invoice"') == 2, out
     assert lines.count('note: Revealed type is "Any"') == 2, out
     errors = [line for line in lines if line.startswith("error:")]
