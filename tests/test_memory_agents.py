@@ -5,6 +5,7 @@ show. The model is the OpenAI wire stub; what it was sent is read from ``stub.re
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -13,7 +14,13 @@ import memory_fixtures
 from engine_helpers import stub_model
 from standardagents import Runtime, define_agent, define_prompt
 from standardagents.engine.steps import load_execution
-from standardagents.memory.agents import MEMORY_HEADER, WORKING_HEADER, memory_for
+from standardagents.memory.agents import (
+    MEMORY_HEADER,
+    WORKING_HEADER,
+    memory_filter,
+    memory_for,
+    remove_memory_filter,
+)
 from standardagents.project import build_registry
 from standardagents.store import SQLStore, open_store
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
@@ -128,3 +135,19 @@ def test_the_memory_option_accepts_camel_case_and_names_a_bad_field() -> None:
     assert agent.memory is not None and (agent.memory.recall_budget, agent.memory.working_memory) == (50, True)
     with pytest.raises(Exception, match="recal_budget"):
         define_agent(name="a", side_a={"prompt": "p"}, memory={"recal_budget": 50})
+
+
+async def test_a_registered_memory_filter_changes_what_an_agent_saves(stub: OpenAIStub, tmp_path: Any) -> None:
+    @memory_filter
+    def no_emails(namespace: Any, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        return {**value, "text": re.sub(r"\S+@\S+", "[email]", value["text"])}
+
+    rt = await _runtime(stub, open_store(f"sqlite:///{tmp_path / 'rt.db'}"))
+    try:
+        stub.queue(_save("The user's email is ada@example.com"), "Noted.")
+        await rt.run("helper", "Remember my email is ada@example.com", user_id="u1")
+        items = await (await memory_for(rt)).search(("user", "u1"))
+        assert [i.value for i in items] == [{"text": "The user's email is [email]"}]
+    finally:
+        remove_memory_filter(no_emails)
+        await rt.aclose()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._errors import EmbedderError, MemoryInputError, MemoryRejected, MemoryStoreError
 from ._namespace import Namespace
+from .agents import memory_filter
 from .embedders import Embedder, EmbedderConfig, OfflineEmbedder, OpenAIEmbedder, make_embedder
 from .store import MAX_VALUE_BYTES, Item, MemoryFilter, MemoryStore, WrittenBy
 
@@ -29,4 +30,5 @@ __all__ = [
     "OpenAIEmbedder",
     "WrittenBy",
     "make_embedder",
+    "memory_filter",
 ]

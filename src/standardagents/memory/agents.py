@@ -22,7 +22,8 @@ from ._namespace import Namespace
 from .embedders import EmbedderConfig, make_embedder
 from .store import MemoryStore, WrittenBy
 
-__all__ = ["MEMORY_HEADER", "WORKING_HEADER", "before_model", "memory_for", "no_secrets", "tools"]
+__all__ = ["MEMORY_HEADER", "WORKING_HEADER", "before_model", "memory_filter", "memory_for", "no_secrets",
+           "remove_memory_filter", "tools"]
 
 MEMORY_HEADER = "Memory: what you remembered from earlier conversations with this user (use it when relevant):"
 WORKING_HEADER = "Working memory: the user's document you keep (rewrite it with memory_update_working):"
@@ -43,6 +44,32 @@ def no_secrets(namespace: Namespace, key: str, value: dict[str, Any]) -> dict[st
     return value
 
 
+#: filters a project registers with :func:`memory_filter`, run on every agent's and the server's writes
+_project_filters: list[Any] = []
+
+
+def memory_filter(hook: Any) -> Any:
+    """Register a filter for every memory write of agents and the server (a decorator): it gets
+    ``(namespace, key, value)`` and returns the value to keep (possibly changed) or raises
+    :class:`~standardagents.memory.MemoryRejected`. Registering the same function twice keeps one."""
+    if hook not in _project_filters:
+        _project_filters.append(hook)
+    return hook
+
+
+def remove_memory_filter(hook: Any) -> None:
+    """Stop running a filter registered with :func:`memory_filter`."""
+    if hook in _project_filters:
+        _project_filters.remove(hook)
+
+
+async def _registered(namespace: Namespace, key: str, value: dict[str, Any]) -> dict[str, Any]:
+    for hook in list(_project_filters):
+        result = hook(namespace, key, value)
+        value = await result if hasattr(result, "__await__") else result
+    return value
+
+
 async def memory_for(rt: Any, embedder: str | dict[str, Any] | None = "offline") -> MemoryStore:
     """The memory store of a runtime's database for one embedder, shared by its agents and its server."""
     config = EmbedderConfig.model_validate(embedder) if isinstance(embedder, dict) else embedder
@@ -50,7 +77,7 @@ async def memory_for(rt: Any, embedder: str | dict[str, Any] | None = "offline")
     by_name = _stores.setdefault(rt, {})
     memory = by_name.get(made.name)
     if memory is None:
-        memory = by_name[made.name] = MemoryStore(rt.store, embedder=made, filters=[no_secrets])
+        memory = by_name[made.name] = MemoryStore(rt.store, embedder=made, filters=[no_secrets, _registered])
         await memory.open()
     return memory
 
