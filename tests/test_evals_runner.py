@@ -119,7 +119,8 @@ cases:
         "class HasDigits:\n    async def score(self, obs):\n"
         "        return {'passed': any(ch.isdigit() for ch in obs.text or ''), 'reason': 'digits'}\n")
     report = await _run(project, "u.yaml")
-    assert _case(report, "raises")["scores"][0]["reason"] == "the scorer raised RuntimeError: boom"
+    assert _case(report, "raises")["scores"][0]["reason"] == (
+        f"{project / 'evals' / 'u.yaml'}: case raises: scorer explode raised RuntimeError: boom")
     assert _case(report, "raises")["passed"] is False
     assert _case(report, "fine")["scores"][0] == {"name": "short", "score": 1.0, "passed": True,
                                                    "reason": "short enough", "threshold": 0.5, "cost": None}

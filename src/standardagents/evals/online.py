@@ -115,9 +115,9 @@ class OnlineScoring:
             for s in rule.scorers:
                 try:
                     scores.append(await s.score(obs))
-                except Exception as exc:
-                    scores.append(Score(getattr(s, "name", "scorer"), 0.0, False,
-                                        f"the scorer raised {type(exc).__name__}: {exc}"))
+                except Exception as exc:  # stored as a failed score: the other scorers still run
+                    name = getattr(s, "name", "scorer")
+                    scores.append(Score(name, 0.0, False, f"scorer {name} raised {type(exc).__name__}: {exc}"))
         rows = [s.to_dict() for s in scores]
         await save_scores(store, record.id, rows, source="online")
         self.scored += 1

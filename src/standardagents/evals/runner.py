@@ -111,12 +111,13 @@ def _guardrails(detail: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-async def _score_all(scorers: Sequence[Scorer], obs: Observation) -> list[Score]:
+async def _score_all(scorers: Sequence[Scorer], obs: Observation, where: str) -> list[Score]:
     async def one(s: Scorer) -> Score:
+        name = getattr(s, "name", "scorer")
         try:
             return await s.score(obs)
-        except Exception as exc:  # a broken scorer fails its case, with what it raised
-            return Score(getattr(s, "name", "scorer"), 0.0, False, f"the scorer raised {type(exc).__name__}: {exc}")
+        except Exception as exc:  # a broken scorer fails its case, with what it raised and where
+            return Score(name, 0.0, False, f"{where}: scorer {name} raised {type(exc).__name__}: {exc}")
 
     return list(await asyncio.gather(*(one(s) for s in scorers)))
 
@@ -178,7 +179,7 @@ async def run_case(rt: Any, dataset: Dataset, case: Case, options: RunOptions, r
                       thread_id=thread.id, runtime=rt)
     if cassette is not None:
         result.unmatched_calls = obs.unmatched_calls = cassette.misses
-    result.scores = await _score_all(scorers, obs)
+    result.scores = await _score_all(scorers, obs, _where(dataset, case))
     if cassette is not None and replay is not None:
         result.scores.append(_replay_score(cassette, replay.unmatched))
     if outcome.error and outcome.stop_reason == "error":
