@@ -75,6 +75,12 @@ class ToolDefinition(Definition):
 
     _validator: Any = PrivateAttr(default=None)
     _is_async: bool | None = PrivateAttr(default=None)
+    #: whether a call hands the handler a ToolState (decided once: the hot path reads a flag)
+    _wraps_state: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any, /) -> None:
+        receives = self.wants_state or self.call_style == "state_args"
+        object.__setattr__(self, "_wraps_state", bool(receives and self.declares))
 
     @property
     def declares(self) -> bool:

@@ -239,10 +239,12 @@ async def tool_state_for(state: ThreadState, tool: ToolDefinition) -> ToolState:
 
 
 def needs_tool_state(tool: ToolDefinition) -> bool:
-    """Whether a call of ``tool`` gets a :class:`ToolState` instead of the thread's state."""
-    if not tool.declares and not (_strict and (tool.source_file is not None or tool.package is not None)):
-        return False
-    return tool.wants_state or tool.call_style == "state_args"
+    """Whether a call of ``tool`` gets a :class:`ToolState` instead of the thread's state (a
+    flag decided when the tool was defined, so a tool that declares nothing pays one read)."""
+    if tool._wraps_state:
+        return True
+    return _strict and (tool.wants_state or tool.call_style == "state_args") and (
+        tool.source_file is not None or tool.package is not None)
 
 
 # Typing: one Protocol per capability ----------------------------------------------------------
