@@ -171,6 +171,11 @@ class AgentDefinition(Definition):
         return self.side_a if which == "a" else self.side_b
 
 
+#: a list of names; typed as a list or tuple, not any sequence, so that a lone string (a
+#: sequence of letters) is a type error rather than one name per character
+Names = list[str] | tuple[str, ...]
+
+
 class AgentFields(TypedDict, total=False):
     """The keyword arguments of :func:`define_agent`, one per field of :class:`AgentDefinition`.
 
@@ -197,16 +202,16 @@ class AgentFields(TypedDict, total=False):
     version: str | None
     author: str | None
     license: str | None
-    hooks: Sequence[str]
+    hooks: Names
     parent_hooks: Sequence[ParentHookFields]
-    input_guardrails: Sequence[str]
-    output_guardrails: Sequence[str]
+    input_guardrails: Names
+    output_guardrails: Names
     usage_limits: UsageLimits | Mapping[str, Any] | None
     busy: BusyPolicy
     allow_overrides: bool
     on_definition_change: Literal["continue", "end"]
     memory: AgentMemoryFields | AgentMemory | None
-    approvers: Sequence[str]
+    approvers: Names
     approval_expires_in: float | None
 
 

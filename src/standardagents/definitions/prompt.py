@@ -209,7 +209,8 @@ class PromptFields(TypedDict, total=False):
     description: str | None
     prompt: str | Sequence[PromptPartFields]
     model: str | None
-    tools: Sequence[str | PromptToolFields | PromptToolConfig]
+    #: a list (a lone name string is a type error, not one tool per letter)
+    tools: list[str] | list[str | PromptToolFields | PromptToolConfig] | tuple[str | PromptToolFields | PromptToolConfig, ...]
     hooks: Sequence[str] | None
     tool_discovery: ToolDiscovery
     compaction_threshold: float | None

@@ -12,7 +12,17 @@ import functools
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict, Unpack, get_type_hints, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    ParamSpec,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    get_type_hints,
+    overload,
+)
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
@@ -31,7 +41,7 @@ from .variables import (
     check_variable_names,
 )
 
-__all__ = ["ToolDefinition", "ToolOptions", "define_tool", "uses_of_annotation"]
+__all__ = ["NotAToolOption", "ToolDefinition", "ToolOptions", "define_tool", "uses_of_annotation"]
 
 _STATE_NAMES = {"state", "thread_state"}
 
@@ -162,6 +172,22 @@ class ToolDefinition(Definition):
         """The chat-completions ``tools`` entry for this tool."""
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the tool's function as plain Python (no argument validation, no thread state
+        supplied): a function decorated with ``@define_tool`` stays callable, e.g. in tests."""
+        return self.execute(*args, **kwargs)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+if TYPE_CHECKING:
+    class TypedTool(ToolDefinition, Generic[_P, _R]):
+        """What ``@define_tool`` makes of a function, for type checkers: a tool definition
+        whose calls keep the function's signature."""
+
+        def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R: ...
+
 
 class ToolOptions(TypedDict, total=False):
     """The options :func:`define_tool` takes besides the name, description, schema and handler."""
@@ -186,6 +212,16 @@ class ToolOptions(TypedDict, total=False):
 
 #: a JSON Schema (a dict) or a Pydantic model class describing a tool's arguments
 ToolSchema = Mapping[str, Any] | type[BaseModel]
+
+
+class NotAToolOption:
+    """The type a misspelt option of :func:`define_tool` meets, so that pyright names the
+    keyword in its error (without it, pyright reports only that no overload matched)."""
+
+
+if TYPE_CHECKING:
+    class _AnyOptions(ToolOptions, total=False, extra_items=NotAToolOption):  # type: ignore[call-arg]
+        """The options, and any other keyword typed as :class:`NotAToolOption` (PEP 728)."""
 
 
 async def _in_thread(call: Callable[[], Any], name: str) -> Any:
@@ -343,7 +379,7 @@ def _handler_style(execute: Callable[..., Any]) -> str:
 
 @overload
 def define_tool(
-    func: Callable[..., Any],
+    func: Callable[_P, _R],
     /,
     *,
     name: str | None = None,
@@ -351,7 +387,7 @@ def define_tool(
     parameters: ToolSchema | None = None,
     args: ToolSchema | None = None,
     **options: Unpack[ToolOptions],
-) -> ToolDefinition: ...
+) -> TypedTool[_P, _R]: ...
 @overload
 def define_tool(
     *,
@@ -368,7 +404,19 @@ def define_tool(
     name: str | None = None,
     description: str | None = None,
     **options: Unpack[ToolOptions],
-) -> Callable[[Callable[..., Any]], ToolDefinition]: ...
+) -> Callable[[Callable[_P, _R]], TypedTool[_P, _R]]: ...
+@overload
+def define_tool(  # only pyright reads its extra keywords (PEP 728): a misspelt option is named
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: ToolSchema | None = None,
+    args: ToolSchema | None = None,
+    execute: Callable[..., Any] | None = None,
+    **options: Unpack[_AnyOptions],
+) -> Any: ...
 def define_tool(
     func: Callable[..., Any] | None = None,
     /,
