@@ -192,7 +192,8 @@ class WebhookSender:
         rows = await run_op(self.rt.store, ops.claim_deliveries, now, self.worker, self.batch,
                             int((TIMEOUT + 5) * 1000))
         if rows:
-            await asyncio.gather(*(self._deliver(row) for row in rows))
+            results = await asyncio.gather(*(self._deliver(row) for row in rows))
+            await run_op(self.rt.store, ops.record_attempts, self.worker, list(results), now_ms())
         return len(rows)
 
     async def _hook(self, webhook_id: str) -> WebhookRecord | None:
@@ -203,7 +204,8 @@ class WebhookSender:
                 self._hooks[webhook_id] = hook
         return hook
 
-    async def _deliver(self, row: OutboxRecord) -> None:
+    async def _deliver(self, row: OutboxRecord) -> tuple[OutboxRecord, int | None, str | None, int, bool, int | None]:
+        """Send one row; what its attempt was (status, error, duration, delivered, when to retry)."""
         hook = await self._hook(row.webhook_id)
         started = time.perf_counter()
         status: int | None = None
@@ -226,9 +228,8 @@ class WebhookSender:
         delivered = error is None
         final = hook is None or row.attempts >= self.max_attempts
         retry_at = None if delivered or final else now_ms() + int(_backoff(row.attempts) * 1000)
-        await run_op(self.rt.store, ops.record_attempt, row, self.worker, status, error,
-                     int((time.perf_counter() - started) * 1000), delivered, retry_at, now_ms())
         if not delivered:
             log.info("webhook %s: delivery %s attempt %d failed (%s)%s", row.webhook_id, row.id, row.attempts, error,
                      "" if retry_at is None else f"; retrying in {(retry_at - now_ms()) / 1000:.1f} s")
+        return row, status, error, int((time.perf_counter() - started) * 1000), delivered, retry_at
 

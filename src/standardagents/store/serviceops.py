@@ -370,6 +370,13 @@ def record_attempt(conn: Connection, outbox: OutboxRecord, worker: str, status_c
     return bool(settled)
 
 
+def record_attempts(conn: Connection, worker: str, results: list[tuple[OutboxRecord, int | None, str | None, int,
+                                                                  bool, int | None]], now: int) -> int:
+    """:func:`record_attempt` for a batch, in one transaction; returns how many rows settled."""
+    return sum(record_attempt(conn, row, worker, status, error, duration_ms, delivered, retry_at, now)
+               for row, status, error, duration_ms, delivered, retry_at in results)
+
+
 def list_outbox(conn: Connection, webhook_id: str, limit: int) -> list[OutboxRecord]:
     stmt = (select(webhook_outbox).where(webhook_outbox.c.webhook_id == webhook_id)
             .order_by(webhook_outbox.c.created_at.desc(), webhook_outbox.c.id).limit(limit))
