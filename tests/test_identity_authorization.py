@@ -228,3 +228,26 @@ def test_narrow_matches_every_key() -> None:
     assert narrow.matches({"tenant": "acme", "region": "eu", "x": 1})
     assert not narrow.matches({"tenant": "acme"})
     assert not narrow.matches(None)
+
+
+async def test_a_handler_opens_a_tenants_memory_namespace_to_its_members(make_runtime: Any, idp: OidcProvider) -> None:
+    from standardagents import define_agent, define_prompt
+
+    def shared(request: AuthorizationRequest) -> Any:
+        caller = request.caller
+        if request.resource.kind == "memory" and caller is not None and caller.tenant is not None:
+            if list(request.resource.metadata["namespace"])[:2] == ["tenant", caller.tenant]:
+                return Allow()
+        return None
+
+    rt: Runtime = await make_runtime(define_agent(name="helper", type="ai_human", side_a={"prompt": "p"}),
+                                     define_prompt(name="p", prompt="hi"), define_authorization(shared))
+    app = create_app(rt, close_runtime=False)
+    item = {"namespace": ["tenant", "acme"], "key": "policy", "value": {"refunds": "30 days"}, "index": False}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        member = await http.put("/api/store/items", json=item, headers=_auth(idp, "alice", "acme"))
+        stranger = await http.put("/api/store/items", json=item, headers=_auth(idp, "gus", "globex"))
+        read = await http.get("/api/store/items", params={"namespace": "tenant.acme", "key": "policy"},
+                              headers=_auth(idp, "ann", "acme"))
+    assert (member.status_code, stranger.status_code, read.status_code) == (204, 403, 200)
+    assert read.json()["value"] == {"refunds": "30 days"}

@@ -39,6 +39,7 @@ __all__ = [
     "default_thread_access",
     "handler_of",
     "list_scoped_threads",
+    "memory_allowed",
     "tenant_of",
     "thread_allowed",
     "thread_metadata",
@@ -214,3 +215,15 @@ async def list_scoped_threads(rt: Runtime, scope: ThreadScope, *, agent: str | N
             break
         page += 1
     return found
+
+
+async def memory_allowed(rt: Runtime, caller: UserRecord, namespace: tuple[str, ...], action: AuthorizationAction,
+                         default: bool) -> bool:
+    """Whether the caller may do ``action`` in a memory namespace: the handler's answer on a
+    ``memory`` resource (its id the dotted namespace, its owner the user of a ``user.ID...``
+    namespace, its metadata ``{"namespace": [...]}``), else ``default``."""
+    metadata = {"namespace": list(namespace)}
+    owner = namespace[1] if len(namespace) >= 2 and namespace[0] == "user" else None
+    answer = await authorize(rt, caller, AuthorizationResource(kind="memory", id=".".join(namespace), owner=owner,
+                                                               metadata=metadata), action, default)
+    return _allowed(answer, default, metadata)

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ..definitions.authorization import AuthorizationAction
 from ..forget import forget_user
 from ..memory import (
     EmbedderError,
@@ -26,6 +27,7 @@ from ..memory import (
 from ..memory._namespace import check_namespace, parse_dotted
 from ..store.base import UserRecord
 from .auth import authenticate
+from .authorization import memory_allowed
 from .errors import ApiError, JSONResponse, read_json
 from .state import server_of
 
@@ -53,6 +55,20 @@ async def server_memory(request: Request) -> MemoryStore:
                            code="embedder_unavailable") from None
         server.extra["memory"] = memory
     return memory
+
+
+async def _reach(request: Request, caller: UserRecord, namespace: tuple[str, ...], action: AuthorizationAction,
+                 *, prefix: bool = False) -> tuple[str, ...]:
+    """:func:`_bound`, asked of the project's authorization handler too (it may open another
+    namespace to the caller, or close the caller's own)."""
+    try:
+        bound, refusal = _bound(caller, namespace, prefix=prefix), None
+    except ApiError as exc:
+        bound, refusal = namespace, exc
+    if await memory_allowed(server_of(request).runtime, caller, bound, action, refusal is None):
+        return bound
+    raise refusal or ApiError(403, f"you may not {action} memory namespace {list(bound)!r} (the authorization "
+                                   "policy does not grant it)")
 
 
 def _bound(caller: UserRecord, namespace: tuple[str, ...], *, prefix: bool = False) -> tuple[str, ...]:
@@ -89,7 +105,7 @@ def _namespace(body: dict[str, Any], key: str, *, allow_empty: bool = False) -> 
 async def put_item(request: Request) -> Response:
     caller = await authenticate(request)
     body = await read_json(request)
-    namespace = _bound(caller, _namespace(body, "namespace"))
+    namespace = await _reach(request, caller, _namespace(body, "namespace"), "write")
     index = body.get("index")
     if index is not None and index is not False and not isinstance(index, list):
         raise ApiError(422, f"field 'index' must be false or a list of field paths, not {index!r}")
@@ -109,7 +125,7 @@ async def get_item(request: Request) -> Response:
         raise ApiError(422, str(exc)) from None
     key = request.query_params.get("key") or ""
     memory = await server_memory(request)
-    item = await _call(memory.get(_bound(caller, namespace), key))
+    item = await _call(memory.get(await _reach(request, caller, namespace, "read"), key))
     if item is None:
         raise ApiError(404, f"no item {key!r} in namespace {list(namespace)!r}")
     return JSONResponse(item.to_dict())
@@ -118,7 +134,7 @@ async def get_item(request: Request) -> Response:
 async def delete_item(request: Request) -> Response:
     caller = await authenticate(request)
     body = await read_json(request)
-    namespace = _bound(caller, _namespace(body, "namespace"))
+    namespace = await _reach(request, caller, _namespace(body, "namespace"), "delete")
     memory = await server_memory(request)
     key: Any = body.get("key")
     await _call(memory.delete(namespace, key))
@@ -128,7 +144,7 @@ async def delete_item(request: Request) -> Response:
 async def search_items(request: Request) -> Response:
     caller = await authenticate(request)
     body = await read_json(request, required=False)
-    prefix = _bound(caller, _namespace(body, "namespace_prefix", allow_empty=True), prefix=True)
+    prefix = await _reach(request, caller, _namespace(body, "namespace_prefix", allow_empty=True), "read", prefix=True)
     memory = await server_memory(request)
     items = await _call(memory.search(prefix, query=body.get("query"), filter=body.get("filter"),
                                       limit=body.get("limit", 10), offset=body.get("offset", 0)))
@@ -138,7 +154,7 @@ async def search_items(request: Request) -> Response:
 async def list_namespaces(request: Request) -> Response:
     caller = await authenticate(request)
     body = await read_json(request, required=False)
-    prefix = _bound(caller, _namespace(body, "prefix", allow_empty=True), prefix=True)
+    prefix = await _reach(request, caller, _namespace(body, "prefix", allow_empty=True), "list", prefix=True)
     suffix = _namespace(body, "suffix", allow_empty=True)
     memory = await server_memory(request)
     found = await _call(memory.list_namespaces(prefix, suffix=suffix, max_depth=body.get("max_depth"),
