@@ -196,8 +196,14 @@ async def _run_interrupted_turns(rt: Runtime, thread: ThreadRecord, agent: Agent
 
 
 async def _until_over(rt: Runtime, thread_id: str, execution_id: str) -> None:
-    """Wait (the claim let go) until the execution is no longer running."""
-    await _wait_on_thread(rt, thread_id, lambda: _over(rt, execution_id), None)
+    """Wait (the claim let go) until the execution is no longer running, or until this
+    runtime's own look for gone processes took it over: that resume waits for the thread's
+    lock the caller holds, so the caller runs the turn instead."""
+    await _wait_on_thread(rt, thread_id, lambda: _over_or_mine(rt, execution_id), None)
+
+
+async def _over_or_mine(rt: Runtime, execution_id: str) -> bool:
+    return execution_id in rt._resuming or await _over(rt, execution_id)
 
 
 async def _over(rt: Runtime, execution_id: str) -> bool:
