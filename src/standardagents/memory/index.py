@@ -178,6 +178,9 @@ class VectorIndex:
             sqlite_vec.load(conn)
             conn.enable_load_extension(False)
             conn.execute("PRAGMA busy_timeout=5000")
+            # a search reads every candidate vector: map the file rather than copy it page by page
+            conn.execute("PRAGMA mmap_size=1073741824")
+            conn.execute("PRAGMA cache_size=-65536")
         except Exception as exc:
             return f"sqlite-vec could not be loaded ({exc}); semantic search uses an exact scan in Python"
         self._reader, self._sqlite_path = conn, path
