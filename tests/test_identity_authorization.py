@@ -251,3 +251,35 @@ async def test_a_handler_opens_a_tenants_memory_namespace_to_its_members(make_ru
                               headers=_auth(idp, "ann", "acme"))
     assert (member.status_code, stranger.status_code, read.status_code) == (204, 403, 200)
     assert read.json()["value"] == {"refunds": "30 days"}
+
+
+async def test_a_tenants_admin_sees_only_the_tenants_usage(live: LiveServer, idp: OidcProvider) -> None:
+    async with httpx.AsyncClient(base_url=live.base_url, timeout=30) as http:
+        for user, tenant in (("alice", "acme"), ("gus", "globex")):
+            thread = (await http.post("/api/threads", json={"agent": "helper"}, headers=_auth(idp, user, tenant))).json()
+            sent = await http.post(f"/api/threads/{thread['id']}/messages", params={"wait": "true"},
+                                   json={"content": "add 1 and 2"}, headers=_auth(idp, user, tenant))
+            assert sent.status_code == 200, sent.text
+        admin = {"Authorization": f"Bearer {idp.token(sub='root', tenant='acme', roles=['admin'])}"}
+        usage = await http.get("/api/usage", params={"by": "user"}, headers=admin)
+    assert usage.status_code == 200
+    assert [group["user"] for group in usage.json()["groups"]] == ["alice"]
+
+
+async def test_a_handler_hides_agents_from_a_list(make_runtime: Any) -> None:
+    from standardagents import define_agent, define_prompt
+
+    def staff_only(request: AuthorizationRequest) -> Any:
+        if request.resource.kind == "agent" and request.resource.id == "payroll":
+            return Deny("staff only")
+        return None
+
+    rt: Runtime = await make_runtime(define_agent(name="helper", type="ai_human", side_a={"prompt": "p"}),
+                                     define_agent(name="payroll", type="ai_human", side_a={"prompt": "p"}),
+                                     define_prompt(name="p", prompt="hi"), define_authorization(staff_only))
+    user = await rt.store.create_user("amy")
+    _, token = await rt.store.create_api_token(user.id, "t")
+    app = create_app(rt, close_runtime=False)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        r = await http.get("/api/agents", headers={"Authorization": f"Bearer {token}"})
+    assert [a["name"] for a in r.json()["agents"]] == ["helper"]

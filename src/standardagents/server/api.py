@@ -31,7 +31,14 @@ from ..records import FileRecord, ThreadRecord, new_id
 from ..store.base import UserRecord
 from ..store.checks import INT64_MAX, check_text
 from .auth import authenticate, caller_dict, require_thread
-from .authorization import list_scoped_threads, thread_metadata, thread_scope
+from .authorization import (
+    agent_listed,
+    handler_of,
+    list_scoped_threads,
+    tenant_rows,
+    thread_metadata,
+    thread_scope,
+)
 from .errors import ApiError, JSONResponse, read_json
 from .forks import fork_thread, rename_thread
 from .openapi import openapi_document
@@ -122,13 +129,16 @@ def _flag(request: Request, name: str) -> bool:
 # agents --------------------------------------------------------------------------------------
 async def list_agents(request: Request) -> Response:
     """Agents a client may start threads with; ``primary: false`` ones only with ``?all=true``."""
-    await authenticate(request)
+    caller = await authenticate(request)
     rt = server_of(request).runtime
     show_all = _flag(request, "all")
+    handled = handler_of(rt) is not None
     agents = []
     for entry in rt.registry.entries("agents"):
         agent = await rt.registry.aget("agents", entry.name, entry.package)
         if not agent.primary and not show_all:
+            continue
+        if handled and not await agent_listed(rt, caller, rt.registry.public_name(entry)):
             continue
         # a packed agent sharing a project agent's name is listed (and started) as "package/name"
         agents.append({"name": rt.registry.public_name(entry), "type": agent.type, "description": agent.description,
@@ -275,6 +285,7 @@ async def usage_summary(request: Request) -> Response:
     rows = await server_of(request).runtime.store.list_usage(
         thread_id=thread_id, user_id=user, agent=params.get("agent") or None,
         since=_time_param(request, "since"), until=_time_param(request, "until"))
+    rows = await tenant_rows(server_of(request).runtime, caller, rows)
     model = params.get("model")
     if model:
         rows = [r for r in rows if r.get("model") == model]

@@ -34,13 +34,16 @@ if TYPE_CHECKING:
 __all__ = [
     "TENANT_KEY",
     "ThreadScope",
+    "agent_listed",
     "authorize",
     "caller_view",
     "default_thread_access",
     "handler_of",
     "list_scoped_threads",
     "memory_allowed",
+    "require_allowed",
     "tenant_of",
+    "tenant_rows",
     "thread_allowed",
     "thread_metadata",
     "thread_resource",
@@ -227,3 +230,22 @@ async def memory_allowed(rt: Runtime, caller: UserRecord, namespace: tuple[str, 
     answer = await authorize(rt, caller, AuthorizationResource(kind="memory", id=".".join(namespace), owner=owner,
                                                                metadata=metadata), action, default)
     return _allowed(answer, default, metadata)
+
+
+async def tenant_rows(rt: Runtime, caller: UserRecord, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Usage rows (each with its ``thread_id``) of the caller's tenant only; all of them for a
+    caller without a tenant. Usage carries the tenant of its thread."""
+    tenant = tenant_of(caller)
+    if tenant is None:
+        return rows
+    tenants: dict[str, Any] = {}
+    for thread_id in {r["thread_id"] for r in rows}:
+        thread = await rt.store.get_thread(thread_id)
+        tenants[thread_id] = thread.metadata.get(TENANT_KEY) if thread is not None else None
+    return [r for r in rows if tenants.get(r["thread_id"]) == tenant]
+
+
+async def agent_listed(rt: Runtime, caller: UserRecord, name: str) -> bool:
+    """Whether an agent is listed to the caller (the handler asked on an ``agent`` resource)."""
+    answer = await authorize(rt, caller, AuthorizationResource(kind="agent", id=name, agent=name), "list", True)
+    return _allowed(answer, True, {})
