@@ -37,6 +37,7 @@ from ..engine.client_tools import ClientToolError, ClientTools, client_tools
 from ..engine.options import TurnRequest
 from ..engine.output import output_spec, to_jsonable
 from ..exceptions import (
+    QuotaExceeded,
     ShuttingDownError,
     StandardAgentsError,
     ThreadBusyError,
@@ -86,7 +87,7 @@ def _openai_errors(handler: Callable[[Request], Awaitable[Response]]) -> Callabl
                 raise ApiError(400, str(exc)) from exc
             except ClientToolError as exc:
                 raise DoorError(400, str(exc), "invalid_tools", param="tools") from exc
-            except (ThreadBusyError, ShuttingDownError) as exc:  # a busy thread, a draining worker
+            except (ThreadBusyError, ShuttingDownError, QuotaExceeded) as exc:  # busy, draining, over quota
                 status, code, message = error_of(exc)
                 raise DoorError(status, message, code, headers=getattr(exc, "headers", None)) from exc
         except ApiError as exc:
