@@ -39,3 +39,18 @@ def test_a_failing_case_fails_the_test_with_its_reasons(project: Path) -> None:
     with pytest.raises(EvalCaseFailed) as info:
         run_eval_case(project, item)
     assert str(info.value) == "wrong: contains: missing ['85']"
+
+
+def test_as_a_plugin_every_case_under_evals_is_a_test_item(project: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (project / "conftest.py").write_text('pytest_plugins = ["standardagents.evals.pytest_plugin"]\n')
+    # only the plugin under test: the other installed plugins would only slow the start
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "evals"],
+                          cwd=project, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED evals/basic.yaml::wrong - wrong: contains: missing ['85']" in done.stdout
+    assert "1 failed, 1 passed" in done.stdout
