@@ -162,7 +162,7 @@ def openapi_document(prefix: str) -> dict[str, Any]:
             body={"type": "object", "properties": {"model": {"type": "string", "minLength": 1},
                                                    "system": {"type": "string"}}})},
         f"{p}/runtime": {"get": _op("The runtime view (admins): agents with their sides' prompts, models, tools "
-                                    "(with origins) and hooks; running executions, calls waiting for approval, "
+                                    "(with origins and what each declares it touches) and hooks; running executions, calls waiting for approval, "
                                     "pending effects and recent failed executions", tag="runtime", errors=(403,))},
         f"{p}/usage": {"get": _op("Tokens and cost summed, by agent, model, user or day", tag="usage",
                                   errors=(403, 404, 422), params=[
