@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import get_args
@@ -37,6 +38,8 @@ from standardagents.definitions import (
 )
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
+#: one mypy cache for the typing tests (a cold run analyses the whole package and its libraries)
+MYPY_CACHE = Path(tempfile.gettempdir()) / "standardagents-typing-mypy-cache"
 
 # Each line marked ``# E: <text>`` must get a mypy error containing <text>; no other line may.
 MISTAKES = '''
@@ -150,7 +153,7 @@ def mypy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[int,
                     ignore=shutil.ignore_patterns("__pycache__"))
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--explicit-package-bases", "--no-error-summary", "--hide-error-context",
-         "--show-column-numbers", "--no-pretty", "--cache-dir", str(work / ".cache"),
+         "--show-column-numbers", "--no-pretty", "--cache-dir", str(MYPY_CACHE),
          "mistakes.py", "correct.py", "quickstart/agents"],
         cwd=work, capture_output=True, text=True, timeout=600,
     )

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from test_definitions_typing import MYPY_CACHE
+
 PYRIGHT = Path(sys.executable).parent / "pyright"
 
 MISTAKES = '''
@@ -101,7 +103,7 @@ def _by_line(output: str, pattern: str) -> dict[str, dict[int, list[str]]]:
 @pytest.fixture(scope="module")
 def mypy_errors(work: Path) -> dict[str, dict[int, list[str]]]:
     proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", "--hide-error-context", "--no-pretty",
-                           "--cache-dir", str(work / ".mypy"), "mistakes.py", "correct.py"],
+                           "--cache-dir", str(MYPY_CACHE), "mistakes.py", "correct.py"],
                           cwd=work, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr + proc.stdout
     return _by_line(proc.stdout, r"^(.+?\.py):(\d+): error: (.*)$")

@@ -128,3 +128,20 @@ async def test_the_openapi_document_lists_the_step_route(served):
     spec = (await served.client.get("/api/openapi.json")).json()
     operation = spec["paths"]["/api/executions/{execution_id}/steps/{n}"]["get"]
     assert sorted(operation["responses"]) == ["200", "400", "401", "403", "404"]
+
+
+def test_the_docs_example_prints_what_its_comments_say(tmp_path):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "web-app.md").read_text(encoding="utf-8")
+    found = re.search(r"```python\n(# what_the_model_saw.py\n.*?)```", docs, re.S)
+    assert found, "docs/web-app.md shows what_the_model_saw.py"
+    script = tmp_path / "what_the_model_saw.py"
+    script.write_text(found[1])
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    promised = [line.split("# ", 1)[1] for line in found[1].splitlines() if line.startswith("print(")]
+    assert out.stdout.splitlines() == promised
