@@ -10,10 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -235,3 +237,67 @@ def test_cli_adds_pauses_lists_and_deletes_a_schedule(tmp_path: Path) -> None:
     assert [s["id"] for s in after] == ["sch_every_second"]
     assert refused.exit_code == 1
     assert "schedule 'every_second' is defined in the project: remove its file (or pause it)" in refused.output
+
+
+@pytest.fixture
+def held_stub() -> Iterator[tuple[Any, threading.Event]]:
+    from standardagents.testing import OpenAIStub, StubReply
+
+    release = threading.Event()
+    with OpenAIStub(lambda _body: StubReply(text="done", hold=release)) as stub:
+        try:
+            yield stub, release
+        finally:
+            release.set()
+
+
+def _held_project(root: Path, base_url: str) -> Path:
+    return write_project(root, {"agents/models/default.py": f"""
+        from standardagents import define_model
+        default = define_model(name="default", provider="openai", model="stub-model", base_url="{base_url}",
+                               max_retries=0)
+    """, "agents/agents/helper.py": """
+        from standardagents import define_agent
+        helper = define_agent(name="helper", type="ai_human",
+                              side_a={"prompt": "plain_prompt", "stop_on_response": True})
+    """})
+
+
+async def _runs_until(c: httpx.AsyncClient, schedule_id: str, done: Any) -> list[dict[str, Any]]:
+    for _ in range(200):
+        runs: list[dict[str, Any]] = (await c.get(f"/api/schedules/{schedule_id}/runs")).json()["runs"]
+        if done(runs):
+            return sorted(runs, key=lambda r: r["tick"])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the runs never matched: {runs}")
+
+
+async def test_tick_while_the_previous_run_goes_is_skipped_with_overlap_skip(
+        tmp_path: Path, held_stub: tuple[Any, threading.Event]) -> None:
+    stub, release = held_stub
+    for live in serve_app(_held_project(tmp_path / "project", stub.base_url), f"sqlite:///{tmp_path / 's.db'}"):
+        async with httpx.AsyncClient(base_url=live.base_url, headers=live.headers, timeout=30) as c:
+            made = (await c.post("/api/schedules", json={"agent": "helper", "interval": 1, "message": "go",
+                                                         "overlap": "skip"})).json()
+            runs = await _runs_until(c, made["id"], lambda rs: len([r for r in rs if r["status"] == "skipped"]) >= 2)
+            await c.post(f"/api/schedules/{made['id']}/pause")
+            held = len(stub.requests)
+            release.set()
+    assert runs[0]["status"] == "started"
+    assert {r["status"] for r in runs[1:]} == {"skipped"}
+    assert held == 1
+
+
+async def test_tick_while_the_previous_run_goes_cancels_it_with_overlap_cancel(
+        tmp_path: Path, held_stub: tuple[Any, threading.Event]) -> None:
+    stub, release = held_stub
+    for live in serve_app(_held_project(tmp_path / "project", stub.base_url), f"sqlite:///{tmp_path / 'c.db'}"):
+        async with httpx.AsyncClient(base_url=live.base_url, headers=live.headers, timeout=30) as c:
+            made = (await c.post("/api/schedules", json={"agent": "helper", "interval": 1, "message": "go",
+                                                         "overlap": "cancel"})).json()
+            runs = await _runs_until(c, made["id"], lambda rs: len([r for r in rs if r["status"] == "started"]) >= 2)
+            await c.post(f"/api/schedules/{made['id']}/pause")
+            first = (await c.get(f"/api/executions/{runs[0]['executionId']}")).json()
+            release.set()
+    assert [r["status"] for r in runs[:2]] == ["started", "started"]
+    assert first["status"] == "cancelled"

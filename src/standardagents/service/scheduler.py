@@ -36,6 +36,8 @@ log = logging.getLogger("standardagents.schedules")
 #: a tick found due later than this after its time counts as missed (the worker was down)
 GRACE_MS = 5_000
 OVERLAPS = ("skip", "queue", "cancel")
+#: seconds between looks at the previous run, for a run queued behind it in another thread
+QUEUE_POLL = 0.2
 MISSED = ("once", "skip")
 
 
@@ -197,6 +199,10 @@ class Scheduler:
                     return
                 if schedule.overlap == "cancel":
                     await rt.cancel(previous)
+                elif thread_id is None:
+                    # queue, with a new thread each run: this run starts once the previous ended
+                    while await _still_running(rt, previous):  # noqa: ASYNC110 - it may run on another worker
+                        await asyncio.sleep(QUEUE_POLL)
                 busy = "enqueue"
             message = await self._message(schedule)
             if thread_id is None or not await rt.store.get_thread(thread_id):
