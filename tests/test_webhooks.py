@@ -173,3 +173,45 @@ async def test_event_pending_when_sender_is_killed_is_delivered_once_after_resta
     assert payload["data"]["executionId"] == execution
     assert {d.headers["webhook-id"] for d in receiver.got} == {delivered.headers["webhook-id"]}
     assert json.loads(delivered.body)["type"] == "execution.done"
+
+
+APPROVALS = {
+    "agents/agents/ops.py": """
+        from standardagents import define_agent
+        ops = define_agent(name="ops", side_a={"prompt": "ops_prompt"})
+    """,
+    "agents/prompts/ops_prompt.py": """
+        from standardagents import define_prompt
+        ops_prompt = define_prompt(name="ops_prompt", prompt="x", tools=["wipe"])
+    """,
+    "agents/tools/wipe.py": """
+        from standardagents import define_tool
+
+        @define_tool(needs_approval=True)
+        def wipe(target: str) -> str:
+            '''Wipe a target.'''
+            return f"wiped {target}"
+    """,
+}
+
+
+async def test_call_waiting_for_approval_sends_approval_requested_without_its_token(
+        tmp_path: Path, fast_retries: None) -> None:
+    receiver = Receiver().start()
+    try:
+        for live in serve_app(write_project(tmp_path / "project", APPROVALS), f"sqlite:///{tmp_path / 'a.db'}"):
+            async with httpx.AsyncClient(base_url=live.base_url, headers=live.headers, timeout=30) as c:
+                hook = await _subscribe(c, receiver.url, ["approval.requested", "execution.done"])
+                thread = (await c.post("/api/threads", json={"agent": "ops"})).json()
+                sent = await c.post(f"/api/threads/{thread['id']}/messages?wait=true",
+                                    json={"content": "wipe the cache"})
+                assert sent.json()["outcome"] == "approval_required"
+                assert await asyncio.to_thread(receiver.wait_for, lambda got: len(got) >= 1)
+        [delivery] = receiver.got
+    finally:
+        receiver.stop()
+    event = Webhook(str(hook["secret"])).verify(delivery.body, delivery.headers)
+    assert event["type"] == "approval.requested"
+    assert (event["data"]["threadId"], event["data"]["tool"], event["data"]["executionId"]) == (
+        thread["id"], "wipe", sent.json()["executionId"])
+    assert not {"token", "stateToken", "approvalToken"} & set(event["data"])

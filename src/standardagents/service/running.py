@@ -42,7 +42,7 @@ class Services:
         """Bus listener: an approval asked on this worker becomes an ``approval.requested`` event."""
         if event.type != "approval.request" or not getattr(event, "local", True):
             return
-        data = {k: v for k, v in event.data.items() if k not in ("token", "approvalToken")}
+        data = {k: v for k, v in event.data.items() if k not in ("token", "approvalToken", "stateToken")}
         data["threadId"] = event.thread_id
         key = f"{data.get('executionId', '')}:{data.get('id', '')}"
         task = asyncio.get_running_loop().create_task(enqueue(self.rt, "approval.requested", key, data,
