@@ -565,3 +565,13 @@ async def test_in_strict_mode_a_project_tool_that_declares_nothing_uses_nothing(
         assert (tool.tool_status, tool.content) == ("error", (
             "Error: ToolCapabilityError: tool 'bare' did not declare the 'files' capability (state.read_file); it "
             "declares nothing. Add 'files' to the tool's uses."))
+
+
+async def test_a_fetch_over_its_limit_is_a_span_marked_as_an_error(setup: Setup, spans: InMemorySpanExporter) -> None:
+    from opentelemetry.trace import StatusCode
+
+    await setup.grant()
+    await setup.ask("fetch_url", {"url": setup.url("/big")})
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "fetch GET"]
+    assert (span.status.status_code, [e.name for e in span.events], span.attributes["url.full"]) == (
+        StatusCode.ERROR, ["exception"], setup.url("/big"))

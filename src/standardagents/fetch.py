@@ -12,6 +12,7 @@ events and logs never see the secret.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import ssl
@@ -174,37 +175,31 @@ async def _send(client: httpx.AsyncClient, tool: str, method: str, url: str, hea
     from .observability import tracing
 
     tracer = tracing.tracer()
-    span_cm: Any = None
-    if tracer is not None:
-        span_cm = tracer.start_as_current_span(f"fetch {method}", attributes={
-            "http.request.method": method, "url.full": redact_url(url), "standardagents.tool.name": tool})
-        span = span_cm.__enter__()
-    try:
-        async with asyncio.timeout(limit):  # the whole exchange, not only each read
-            async with client.stream(method, url, headers=headers, json=json, content=content) as raw:
-                declared = raw.headers.get("content-length")
-                if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-                    raise FetchError(f"tool {tool!r}: the response from {redact_url(url)} is {declared} bytes, "
-                                     f"over its limit of {max_bytes}")
-                body = bytearray()
-                async for chunk in raw.aiter_bytes():
-                    body += chunk
-                    if len(body) > max_bytes:
-                        raise FetchError(f"tool {tool!r}: the response from {redact_url(url)} is over its limit of "
-                                         f"{max_bytes} bytes")
-                response = FetchResponse(raw.status_code, str(raw.url), dict(raw.headers), bytes(body))
-        if span_cm is not None:
+    with contextlib.ExitStack() as stack:
+        span = None if tracer is None else stack.enter_context(tracer.start_as_current_span(
+            f"fetch {method}", attributes={"http.request.method": method, "url.full": redact_url(url),
+                                           "standardagents.tool.name": tool}))
+        try:
+            async with asyncio.timeout(limit):  # the whole exchange, not only each read
+                async with client.stream(method, url, headers=headers, json=json, content=content) as raw:
+                    declared = raw.headers.get("content-length")
+                    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+                        raise FetchError(f"tool {tool!r}: the response from {redact_url(url)} is {declared} bytes, "
+                                         f"over its limit of {max_bytes}")
+                    body = bytearray()
+                    async for chunk in raw.aiter_bytes():
+                        body += chunk
+                        if len(body) > max_bytes:
+                            raise FetchError(f"tool {tool!r}: the response from {redact_url(url)} is over its limit "
+                                             f"of {max_bytes} bytes")
+                    response = FetchResponse(raw.status_code, str(raw.url), dict(raw.headers), bytes(body))
+        except TimeoutError:
+            raise FetchError(f"tool {tool!r}: {method} {redact_url(url)} timed out after {limit} s") from None
+        except httpx.HTTPError as exc:
+            raise FetchError(f"tool {tool!r}: {method} {redact_url(url)} failed: {type(exc).__name__}") from None
+        if span is not None:
             span.set_attribute("http.response.status_code", response.status_code)
         return response
-    except TimeoutError:
-        raise FetchError(f"tool {tool!r}: {method} {redact_url(url)} timed out after {limit} s") from None
-    except httpx.HTTPError as exc:
-        raise FetchError(f"tool {tool!r}: {method} {redact_url(url)} failed: {type(exc).__name__}") from None
-    finally:
-        if span_cm is not None:
-            import sys
-
-            span_cm.__exit__(*sys.exc_info())
 
 
 async def _record(state: ThreadState, tool: str, method: str, url: str, response: FetchResponse, seconds: float) -> None:
