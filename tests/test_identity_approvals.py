@@ -209,3 +209,51 @@ async def test_a_tenants_admin_sees_only_the_tenants_decisions(http: httpx.Async
     own = _as(idp, "root", roles=["admin"])
     assert (await http.get("/api/approvals/audit", headers=other)).json()["decisions"] == []
     assert len((await http.get("/api/approvals/audit", headers=own)).json()["decisions"]) == 1
+
+
+class _Approver:
+    """An MCP elicitation callback approving every question."""
+
+    async def __call__(self, context: Any, params: Any) -> Any:
+        from mcp import types
+
+        return types.ElicitResult(action="accept", content={"approved": True})
+
+
+async def _mcp_call(live: Any, token: str, agent: str) -> Any:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(30.0, read=60.0)) as client_http:
+        async with Client(streamable_http_client(f"{live.base_url}/mcp", http_client=client_http),
+                          elicitation_callback=_Approver()) as client:
+            return await client.call_tool(agent, {"message": "wipe the cache"})
+
+
+@pytest.fixture
+def live(idp: OidcProvider, tmp_path: Path) -> Iterator[Any]:
+    from server_fixtures import serve_app
+
+    root = tmp_path / "live-project"
+    for rel, text in FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    yield from serve_app(root, f"sqlite+aiosqlite:///{tmp_path / 'live.db'}")
+
+
+async def test_an_mcp_decision_is_the_callers_and_is_audited(live: Any, idp: OidcProvider) -> None:
+    result = await _mcp_call(live, idp.token(sub="alice", tenant="acme"), "ops")
+    assert not result.is_error, result
+    async with httpx.AsyncClient(base_url=live.base_url) as http:
+        audit = (await http.get("/api/approvals/audit", headers=_as(idp, "root", roles=["admin"]))).json()
+    assert [(d["decidedBy"], d["tool"], d["approved"]) for d in audit["decisions"]] == [("alice", "wipe", True)]
+
+
+async def test_an_mcp_caller_outside_the_approvers_cannot_decide(live: Any, idp: OidcProvider) -> None:
+    result = await _mcp_call(live, idp.token(sub="alice", tenant="acme"), "payments")
+    assert result.is_error
+    assert "you may not decide this call: agent 'payments' takes decisions from role:finance" in \
+        result.content[0].text

@@ -32,6 +32,7 @@ __all__ = [
     "authenticate",
     "caller_dict",
     "can_access_thread",
+    "decider_of",
     "jwt_verifier",
     "require_thread",
     "resolve_caller",
@@ -160,9 +161,14 @@ async def authenticate(conn: HTTPConnection, *, allow_query: bool = False) -> Us
         raise ApiError(401, message, headers={"WWW-Authenticate": challenge})
     caller = resolution.caller
     # an approval decided while serving this request is attributed to this caller
-    current_decider.set(Decider(caller.id, caller.name, caller.is_admin, getattr(caller, "tenant", None),
-                                tuple(getattr(caller, "roles", ())), dict(getattr(caller, "claims", {}))))
+    current_decider.set(decider_of(caller))
     return caller
+
+
+def decider_of(caller: UserRecord) -> Decider:
+    """The caller as an approval's audit records them."""
+    return Decider(caller.id, caller.name, caller.is_admin, getattr(caller, "tenant", None),
+                   tuple(getattr(caller, "roles", ())), dict(getattr(caller, "claims", {})))
 
 
 def can_access_thread(caller: UserRecord | None, thread: ThreadRecord) -> bool:

@@ -118,7 +118,7 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
                     approved = text.strip().lower().rstrip(".!") in _YES
                     reason = None if approved else (text.strip() or None)
                 tokens = [p["token"] for p in await rt.pending_approvals(thread.id)]
-                decided = await decide_calls(rt, thread.id, [(t, approved, reason) for t in tokens])
+                decided = await decide_calls(rt, thread.id, [(t, approved, reason) for t in tokens], caller)
                 if decided is None:
                     await updater.failed(updater.new_agent_message([new_text_part("nothing waits for a decision")]))
                     return

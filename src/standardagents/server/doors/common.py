@@ -8,11 +8,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...engine.approval_tokens import current_decider
 from ...engine.options import TurnRequest
 from ...events import Subscription
 from ...records import ThreadRecord
 from ...store.base import UserRecord
-from ..auth import LOCAL_USER_ID
+from ..auth import LOCAL_USER_ID, decider_of
 from ..authorization import thread_allowed, thread_metadata
 
 if TYPE_CHECKING:
@@ -177,21 +178,28 @@ async def start_turn(rt: Runtime, thread: ThreadRecord, request: TurnRequest) ->
 
 
 async def decide_calls(rt: Runtime, thread_id: str, decisions: list[tuple[str, bool, str | None]],
+                       caller: UserRecord | None = None,
                        ) -> tuple[Subscription, asyncio.Task[ExecutionResult]] | None:
     """Record ``(token, approved, reason)`` decisions for a thread's waiting calls, subscribed
     first so no event of the resumed turn is missed: the subscription and the resumed turn's
     task, or None when calls still wait (or nothing was decided). Every door that lets a
-    person answer an approval goes through here; an ``ApprovalError`` propagates."""
+    person answer an approval goes through here; an ``ApprovalError`` propagates. ``caller``
+    decides (checked against the agent's approvers and audited); without it, the caller the
+    request was authenticated as."""
     if not decisions:
         return None
     sub = rt.subscribe(thread_id, reasoning=False)
     task = None
+    reset = current_decider.set(decider_of(caller)) if caller is not None else None
     try:
         for token, approved, reason in decisions:
             task = await rt.decide(token, approved, reason=reason, thread_id=thread_id) or task
     except BaseException:
         sub.close()
         raise
+    finally:
+        if reset is not None:
+            current_decider.reset(reset)
     if task is None:
         sub.close()
         return None

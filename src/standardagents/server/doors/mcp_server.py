@@ -40,6 +40,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
+from ...engine.approval_tokens import ApprovalError
 from ...engine.options import TurnRequest
 from ...files import canonical_path
 from ...store.base import UserRecord
@@ -220,7 +221,10 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
             if decision is None:  # dismissed or not answered: the calls keep waiting
                 return await _waiting(thread.id, execution_id)
             decisions.append((call, *decision))
-        resumed = await _decide(thread.id, decisions)
+        try:
+            resumed = await _decide(thread.id, decisions, caller)
+        except ApprovalError as exc:  # not an approver, a changed or expired call: it keeps waiting
+            return _error(str(exc), thread.id)
         if resumed is None:
             return await _waiting(thread.id, execution_id)
         return await _conclude(ctx, params.name, thread, execution_id, resumed[0], resumed[1], [1])
@@ -242,6 +246,8 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
                     break
                 sub, task = resumed
                 result = await _follow(ctx, sub, task, thread.id, execution_id, step)
+        except ApprovalError as exc:  # not an approver, a changed or expired call: it keeps waiting
+            return _error(str(exc), thread.id)
         except BaseException:
             # the client cancelled (or went away): its turn stops with it (not another client's)
             with anyio.CancelScope(shield=True):
@@ -306,9 +312,11 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
         return types.InputRequiredResult(input_requests=requests, request_state=json.dumps(
             {"thread": thread_id, "execution": execution_id}))
 
-    async def _decide(thread_id: str, decisions: list[tuple[dict[str, Any], bool, str | None]]) -> tuple[Any, Any] | None:
-        """Record the decisions; the resumed turn's subscription and task (None if nothing resumed)."""
-        return await decide_calls(rt, thread_id, [(p["token"], approved, reason) for p, approved, reason in decisions])
+    async def _decide(thread_id: str, decisions: list[tuple[dict[str, Any], bool, str | None]],
+                      caller: UserRecord) -> tuple[Any, Any] | None:
+        """Record the caller's decisions; the resumed turn's subscription and task (None if nothing resumed)."""
+        return await decide_calls(rt, thread_id, [(p["token"], approved, reason) for p, approved, reason in decisions],
+                                  caller)
 
     async def _ask_approvals(ctx: ServerRequestContext[Any, Any], thread_id: str) -> tuple[Any, Any] | None:
         """Ask the person about every waiting call (one elicitation each) and decide them; the
@@ -327,7 +335,7 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
             if decision is None:
                 return None
             decisions.append((pending, *decision))
-        return await _decide(thread_id, decisions)
+        return await _decide(thread_id, decisions, await caller_of(ctx))
 
     async def list_resources(ctx: ServerRequestContext[Any, Any],
                              params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
