@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 from ..evals.capture import capture_turn, write_case
 from ..evals.storage import get_run, list_runs, scores_of
-from ..exceptions import StandardAgentsError
+from ..exceptions import NotFoundError, StandardAgentsError
 from ..store.checks import check_text
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
@@ -92,8 +92,7 @@ async def capture(request: Request) -> Response:
         path = Path(root) / "evals" / f"{dataset}.yaml"
         write_case(path, case)
     except StandardAgentsError as exc:
-        status = 404 if type(exc).__name__ == "NotFoundError" else 422
-        raise ApiError(status, str(exc)) from None
+        raise ApiError(404 if isinstance(exc, NotFoundError) else 422, str(exc)) from None
     return JSONResponse({"case": case["name"], "file": f"evals/{dataset}.yaml",
                          "modelReplies": len(case["replay"]["model"]), "toolCalls": len(case["replay"]["tools"])},
                         status_code=201)
