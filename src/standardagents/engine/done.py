@@ -30,7 +30,7 @@ from ..events import Event
 from ..records import ExecutionRecord, now_ms
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .ports import DoneHost
 
 __all__ = ["DONE_KEY", "done_data", "publish_done", "recover_done", "turn_ended"]
 
@@ -58,7 +58,7 @@ def done_data(record: ExecutionRecord) -> dict[str, Any]:
     return data
 
 
-async def publish_done(rt: Runtime, record: ExecutionRecord, data: dict[str, Any]) -> None:
+async def publish_done(rt: DoneHost, record: ExecutionRecord, data: dict[str, Any]) -> None:
     """Send the ``done`` of the ended execution ``record`` (as stored): first written with the
     record's mark when an event log runs, as it was sent without one."""
     if not rt.bus.logged or record.status in OPEN_STATUSES:
@@ -69,7 +69,7 @@ async def publish_done(rt: Runtime, record: ExecutionRecord, data: dict[str, Any
         await turn_ended(rt, record, data)
 
 
-async def turn_ended(rt: Runtime, record: ExecutionRecord, data: dict[str, Any]) -> None:
+async def turn_ended(rt: DoneHost, record: ExecutionRecord, data: dict[str, Any]) -> None:
     """Run the runtime's turn-end hooks (a webhook outbox): a failing hook is logged, never
     the turn's failure. A turn recovered from a gone process runs them again; the hooks
     must therefore be idempotent per execution."""
@@ -80,7 +80,7 @@ async def turn_ended(rt: Runtime, record: ExecutionRecord, data: dict[str, Any])
             log.warning("a turn-end hook failed for execution %s", record.id, exc_info=True)
 
 
-async def _write_and_publish(rt: Runtime, record: ExecutionRecord, event: Event, *, floor: int = 0,
+async def _write_and_publish(rt: DoneHost, record: ExecutionRecord, event: Event, *, floor: int = 0,
                              recovering: bool = False) -> bool:
     """Write ``event`` with the record's mark, then publish it; False when the stored record
     changed first: then nothing is published when another runtime marked it (and sends its
@@ -117,12 +117,12 @@ async def _write_and_publish(rt: Runtime, record: ExecutionRecord, event: Event,
     return bool(won)
 
 
-async def _marked(rt: Runtime, execution_id: str) -> bool:
+async def _marked(rt: DoneHost, execution_id: str) -> bool:
     current = await rt.store.get_execution(execution_id)
     return current is not None and DONE_KEY in current.state
 
 
-async def recover_done(rt: Runtime, thread_id: str) -> None:
+async def recover_done(rt: DoneHost, thread_id: str) -> None:
     """Send the ``done`` of the thread's last execution when a gone process ended it without
     (see the module's docstring); a no-op when it still runs or has no event log."""
     if not rt.bus.logged:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .ports import OwnerHost
 
 __all__ = ["LIVE_OWNERS", "NAMESPACE", "RELEASED", "OwnerId", "gone", "new_owner", "parse_owner", "still_running"]
 
@@ -118,7 +118,7 @@ def still_running(owner: str) -> bool:
     return _start_time(parts.pid) == parts.started
 
 
-def gone(rt: Runtime, owner: str, *, fresh: bool) -> bool:
+def gone(rt: OwnerHost, owner: str, *, fresh: bool) -> bool:
     """Whether the runtime named ``owner`` is gone. ``fresh``: its heartbeat is recent.
 
     In this PID namespace a pid is looked at: an owner naming this very process is alive only

@@ -7,12 +7,15 @@ annotations too and a reader sees the part's real dependency.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..events import EventBus
+    from ..records import ExecutionRecord
     from ..store.base import Store
 
-__all__ = ["TurnHost"]
+__all__ = ["DoneHost", "OwnerHost", "TurnHost"]
 
 
 class TurnHost(Protocol):
@@ -22,3 +25,24 @@ class TurnHost(Protocol):
     def store(self) -> Store: ...
 
     async def cancel(self, execution_id: str, *, timeout: float = 10.0) -> bool: ...  # noqa: ASYNC109 - a bounded wait
+
+
+class OwnerHost(Protocol):
+    """What telling a live owner from a gone one asks of the runtime: its own owner id."""
+
+    @property
+    def owner(self) -> str: ...
+
+
+class DoneHost(Protocol):
+    """What ending a turn (its one ``done``) asks of the runtime: the bus it is published on,
+    the store its durable copy goes to, and the hooks run once it is out."""
+
+    @property
+    def bus(self) -> EventBus: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def turn_end_hooks(self) -> list[Callable[[ExecutionRecord, dict[str, Any]], Awaitable[None]]]: ...
