@@ -5,7 +5,9 @@ as a 503, and forgetting a user everywhere (every table read afterwards)."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +162,32 @@ async def test_forgetting_a_user_removes_every_row_of_theirs_and_keeps_others(
     assert _rows_naming(db, [alice, *threads[alice]]) == {"users": 1, "api_tokens": 1}
     assert _rows_naming(db, [bob])["threads"] == 2
     assert _rows_naming(db, threads[bob])["messages"] >= 4
+
+
+async def test_a_server_whose_postgresql_lacks_pgvector_says_so_at_start_up(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from server_fixtures import write_project
+    from store_fixtures import _pg_problem, postgres_url
+
+    url = postgres_url()
+    if await _pg_problem(url) is not None:
+        pytest.skip(f"PostgreSQL not reachable at {url}")
+    project = write_project(tmp_path / "p", {
+        "agents/agents/keeper.py": "from standardagents import define_agent\n"
+                                   "keeper = define_agent(name='keeper', side_a={'prompt': 'keeper_prompt'}, memory={})\n",
+        "agents/prompts/keeper_prompt.py": "from standardagents import define_prompt\n"
+                                           "keeper_prompt = define_prompt(name='keeper_prompt', prompt='x')\n",
+    })
+    schema = f"sa_memstart_{uuid.uuid4().hex[:10]}"
+    caplog.set_level(logging.WARNING, logger="standardagents.memory")
+    try:
+        for _live in serve_app(project, url, schema=schema):
+            warnings = [r.getMessage() for r in caplog.records if r.name == "standardagents.memory"]
+            assert warnings == ["memory: this PostgreSQL has no pgvector extension (CREATE EXTENSION vector); "
+                                "semantic search uses an exact scan in Python"]
+    finally:
+        import asyncpg
+
+        conn = await asyncpg.connect(url)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()

@@ -88,7 +88,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
     metrics.enable()
     from .evals_api import eval_routes
     from .identity_routes import identity_routes
-    from .memory_api import memory_routes
+    from .memory_api import announce_memory, memory_routes
     from .schedules_api import schedule_routes
     from .webhooks_api import webhook_routes
 
@@ -117,6 +117,7 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
         scheduler.start()
         # a project with the run_code tool gets its sandbox warmed now, not at the first call
         prewarm_sandbox(rt)
+        await announce_memory(rt)  # which vector search memory uses, said now (a fallback as a warning)
         watcher = None
         if os.environ.get(f"{ENV_PREFIX}WATCH") == "1" and rt.registry.root is not None:
             # a changed agent, prompt or tool file is used from the next step on

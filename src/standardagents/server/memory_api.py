@@ -8,6 +8,7 @@ with ``["user", <their id>]`` (a search without a prefix searches there); admins
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
@@ -31,11 +32,18 @@ from .authorization import memory_allowed
 from .errors import ApiError, JSONResponse, read_json
 from .state import server_of
 
-__all__ = ["MEMORY_EMBEDDER_ENV", "memory_routes", "server_memory"]
+__all__ = ["MEMORY_EMBEDDER_ENV", "announce_memory", "memory_routes", "server_memory"]
+
+log = logging.getLogger("standardagents.memory")
 
 #: the embedder the server's memory uses: ``offline`` (default), ``openai:<model>`` or an
 #: embedding model definition as JSON (``{"provider": "openai", "model": ..., "baseUrl": ...}``)
 MEMORY_EMBEDDER_ENV = "STANDARDAGENTS_MEMORY_EMBEDDER"
+
+
+def _embedder_spec() -> Any:
+    spec = os.environ.get(MEMORY_EMBEDDER_ENV) or "offline"
+    return json.loads(spec) if spec.startswith("{") else spec  # JSON: an embedding model definition
 
 
 async def server_memory(request: Request) -> MemoryStore:
@@ -45,11 +53,8 @@ async def server_memory(request: Request) -> MemoryStore:
     if memory is None:
         from ..memory.agents import memory_for
 
-        spec: Any = os.environ.get(MEMORY_EMBEDDER_ENV) or "offline"
-        if spec.startswith("{"):  # an embedding model definition as JSON
-            spec = json.loads(spec)
         try:
-            memory = await memory_for(server.runtime, spec)
+            memory = await memory_for(server.runtime, _embedder_spec())
         except (EmbedderError, ValueError) as exc:
             raise ApiError(503, f"{MEMORY_EMBEDDER_ENV} does not name a usable embedder: {exc}",
                            code="embedder_unavailable") from None
@@ -69,6 +74,21 @@ async def _reach(request: Request, caller: UserRecord, namespace: tuple[str, ...
         return bound
     raise refusal or ApiError(403, f"you may not {action} memory namespace {list(bound)!r} (the authorization "
                                    "policy does not grant it)")
+
+
+async def announce_memory(runtime: Any) -> None:
+    """At start-up, when an agent of the project uses memory: open the memory store so the log
+    says which vector search it runs on, and warns when it falls back to an exact scan."""
+    registry = runtime.registry
+    agents = [registry.get("agents", name) for name in registry.names("agents")]
+    if not any(getattr(agent, "memory", None) is not None for agent in agents):
+        return
+    from ..memory.agents import memory_for
+
+    try:
+        await memory_for(runtime, _embedder_spec())
+    except Exception as exc:  # the server still serves; memory says what is wrong when used
+        log.warning("memory: could not open the memory store at start-up: %s", exc)
 
 
 def _bound(caller: UserRecord, namespace: tuple[str, ...], *, prefix: bool = False) -> tuple[str, ...]:
