@@ -126,6 +126,19 @@ async def test_sender_sees_its_own_event_once_and_receiver_does_not_send_it_back
     assert pair.relay_a.received == 1 and pair.relay_b.received == 1
 
 
+async def test_a_threads_events_from_both_workers_reach_every_subscriber_in_id_order(pair: Pair) -> None:
+    with pair.bus_a.subscribe("t1") as on_a, pair.bus_b.subscribe("t1") as on_b:
+        for n in range(40):  # interleaved within microseconds: each bus's own reach its subscribers first
+            pair.bus_a.emit("message_chunk", "t1", {"from": "a", "n": n})
+            pair.bus_b.emit("message_chunk", "t1", {"from": "b", "n": n})
+        got_a = [await on_a.get(WAIT) for _ in range(80)]
+        got_b = [await on_b.get(WAIT) for _ in range(80)]
+    ids = [e.id for e in got_a]
+    assert ids == sorted(set(ids))
+    assert [e.id for e in got_b] == ids
+    assert sorted((e.data["from"], e.data["n"]) for e in got_a) == sorted((w, n) for w in "ab" for n in range(40))
+
+
 async def test_event_larger_than_a_notification_arrives_whole(pair: Pair) -> None:
     big = {"text": "é∑" * 40_000 + "x" * 123_457, "items": list(range(5000))}
     with pair.bus_b.subscribe("t1") as sub:
