@@ -232,6 +232,9 @@ def openapi_document(prefix: str) -> dict[str, Any]:
     from .health import health_openapi
 
     paths.update(health_openapi())
+    from .service_openapi import service_openapi
+
+    paths.update(service_openapi(p))
     paths[f"{p}/openapi.json"] = {"get": {"summary": "This document", "tags": ["meta"], "security": [],
                                           "responses": {"200": {"description": "success",
                                                                 "content": {"application/json": {}}}}}}

@@ -17,6 +17,7 @@ from ..records import now_ms
 from ..service.scheduler import create_schedule, next_after
 from ..store import serviceops as ops
 from ..store.base import UserRecord
+from ..store.checks import check_text
 from ..store.serviceops import ScheduleRecord, run_op
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
@@ -25,16 +26,25 @@ from .state import server_of
 __all__ = ["schedule_routes"]
 
 
+#: the longest interval (ten years, in seconds)
+MAX_INTERVAL = 315_360_000
+
+
 def _field(body: dict[str, Any], name: str, kind: type, default: Any = None) -> Any:
     value = body.get(name, default)
     if value is not None and (not isinstance(value, kind) or (isinstance(value, bool) and kind is int)):
         expected = {str: "a string", int: "a whole number"}.get(kind, kind.__name__)
         raise ApiError(422, f"field {name!r} must be {expected} (got {value!r})"[:300])
+    if isinstance(value, str):
+        check_text(f"field {name!r}", value, max_length=100_000 if name == "message" else 255)
+    if kind is int and isinstance(value, int) and not 1 <= value <= MAX_INTERVAL:
+        raise ApiError(422, f"field {name!r} must be between 1 and {MAX_INTERVAL} seconds (got {value})")
     return value
 
 
 async def _mine(request: Request, caller: UserRecord) -> ScheduleRecord:
     schedule_id = request.path_params["schedule_id"]
+    check_text("schedule id", schedule_id, max_length=255)
     record = await run_op(server_of(request).runtime.store, ops.get_schedule, schedule_id, write=False)
     if record is None or not (caller.is_admin or record.user_id == caller.id):
         raise ApiError(404, f"unknown schedule {schedule_id!r} (GET /api/schedules lists yours)")

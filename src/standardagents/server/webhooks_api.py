@@ -16,6 +16,7 @@ from ..records import now_ms
 from ..service.webhooks import create_webhook
 from ..store import serviceops as ops
 from ..store.base import UserRecord
+from ..store.checks import check_text
 from ..store.serviceops import WebhookRecord, run_op
 from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
@@ -26,6 +27,7 @@ __all__ = ["webhook_routes"]
 
 async def _mine(request: Request, caller: UserRecord) -> WebhookRecord:
     webhook_id = request.path_params["webhook_id"]
+    check_text("webhook id", webhook_id, max_length=255)
     record = await run_op(server_of(request).runtime.store, ops.get_webhook, webhook_id, write=False)
     if record is None or not (caller.is_admin or record.user_id == caller.id):
         raise ApiError(404, f"unknown webhook {webhook_id!r} (GET /api/webhooks lists yours)")
@@ -36,6 +38,7 @@ def _str(body: dict[str, Any], name: str) -> str | None:
     value = body.get(name)
     if value is not None and not isinstance(value, str):
         raise ApiError(422, f"field {name!r} must be a string")
+    check_text(f"field {name!r}", value, max_length=2000)
     return value
 
 
@@ -85,6 +88,7 @@ async def replay(request: Request) -> Response:
     caller = await authenticate(request)
     record = await _mine(request, caller)
     message_id = request.path_params["message_id"]
+    check_text("message id", message_id, max_length=255)
     if not await run_op(server_of(request).runtime.store, ops.replay, record.id, message_id, now_ms()):
         raise ApiError(404, f"webhook {record.id} has no delivery {message_id!r}")
     return JSONResponse({"id": message_id, "status": "pending"}, status_code=202)
