@@ -301,3 +301,22 @@ async def test_tick_while_the_previous_run_goes_cancels_it_with_overlap_cancel(
             release.set()
     assert [r["status"] for r in runs[:2]] == ["started", "started"]
     assert first["status"] == "cancelled"
+
+
+async def test_project_schedule_message_built_by_a_function_is_sent(tmp_path: Path) -> None:
+    files = {"agents/schedules/dated.py": """
+        from standardagents.definitions.schedule import define_schedule
+
+        async def build() -> str:
+            return "report for " + "today"
+
+        dated = define_schedule("dated", agent="helper", message=build, interval=1, same_thread=True)
+    """}
+    for live in serve_app(write_project(tmp_path / "project", files), f"sqlite:///{tmp_path / 'f.db'}"):
+        async with httpx.AsyncClient(base_url=live.base_url, headers=live.headers, timeout=30) as c:
+            runs = await _runs_until(c, "sch_dated", lambda rs: len([r for r in rs if r["status"] == "started"]) >= 2)
+            await c.post("/api/schedules/sch_dated/pause")
+            started = [r for r in runs if r["status"] == "started"]
+            messages = (await c.get(f"/api/threads/{started[0]['threadId']}/messages")).json()["messages"]
+    assert started[0]["threadId"] == started[1]["threadId"]  # same_thread: one thread for every run
+    assert [m["content"] for m in messages if m["role"] == "user"][:2] == ["report for today"] * 2
