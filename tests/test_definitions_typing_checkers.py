@@ -1,6 +1,7 @@
-"""Typing that catches mistakes under both mypy and pyright: a lone string where a list of
-names is expected, calls of ``@define_tool`` functions checked against the function's own
-signature, and a misspelt ``define_tool`` option named in pyright's message.
+"""Typing that catches mistakes under both mypy and pyright: a lone string where an agent's
+list of names is expected, ``tools`` given to ``define_agent`` (tools belong to prompts),
+calls of ``@define_tool`` functions checked against the function's own signature, and a
+misspelt ``define_tool`` option named in pyright's message.
 
 One run of each checker (the venv's own, in a subprocess) over one file of mistakes and one
 correct file; each line marked ``# E: <mypy text> | <pyright text>`` must get an error from
@@ -23,7 +24,7 @@ from test_definitions_typing import MYPY_CACHE
 PYRIGHT = Path(sys.executable).parent / "pyright"
 
 MISTAKES = '''
-from standardagents import define_agent, define_prompt, define_tool
+from standardagents import define_agent, define_tool
 
 @define_tool
 def calculate(expression: str) -> str:
@@ -35,7 +36,6 @@ def convert(amount: float, currency: str = "EUR") -> float:
     """Convert an amount."""
     return amount
 
-p1 = define_prompt(name="p", prompt="hi", tools="calculate")  # E: "tools" | "tools"
 a1 = define_agent(name="a", side_a={"prompt": "p"}, hooks="audit")  # E: "hooks" | "hooks"
 a2 = define_agent(name="a", side_a={"prompt": "p"}, approvers="owner")  # E: "approvers" | "approvers"
 a3 = define_agent(name="a", side_a={"prompt": "p"}, tools=["calculate"])  # E: "tools" | "tools"

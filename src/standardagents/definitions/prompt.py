@@ -209,8 +209,7 @@ class PromptFields(TypedDict, total=False):
     description: str | None
     prompt: str | Sequence[PromptPartFields]
     model: str | None
-    #: a list (a lone name string is a type error, not one tool per letter)
-    tools: list[str] | list[str | PromptToolFields | PromptToolConfig] | tuple[str | PromptToolFields | PromptToolConfig, ...]
+    tools: Sequence[str | PromptToolFields | PromptToolConfig]
     hooks: Sequence[str] | None
     tool_discovery: ToolDiscovery
     compaction_threshold: float | None
