@@ -56,7 +56,7 @@ def _load(conn: Any, rows: list[dict[str, Any]], vecs: list[dict[str, Any]], sch
                              f"(:item_id, :embedder, :dims, :vector, CAST(:emb AS {schema}.vector))"), vecs)
 
 
-async def _fill(memory: MemoryStore, n: int) -> None:
+async def _fill(memory: MemoryStore, n: int, label: str = "facts") -> None:
     embedder = memory.embedder
     assert embedder is not None
     schema = memory.vector_index.vector_schema
@@ -69,7 +69,7 @@ async def _fill(memory: MemoryStore, n: int) -> None:
         for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
             item_id = "mem_" + uuid.uuid4().hex
             user = f"u{(start + i) % USERS}"
-            rows.append({"id": item_id, "namespace": f"user.{user}.facts", "key": f"k{start + i}",
+            rows.append({"id": item_id, "namespace": f"user.{user}.{label}", "key": f"k{start + i}",
                          "value": {"text": text}, "owner": user, "written_by": None, "indexed_text": text,
                          "ttl_minutes": None, "expires_at": None, "created_at": now, "updated_at": now})
             vecs.append({"item_id": item_id, "embedder": embedder.name, "dims": len(vector), "vector": pack(vector),
@@ -143,7 +143,7 @@ async def _recall_cost(folder: Path, turns: int) -> None:
             define_agent(name="a", side_a={"prompt": "p", "stop_on_response": True}, memory=memory))
         rt = await Runtime.open(registry, store=SQLStore(f"sqlite:///{db}"))
         if memory is not None:
-            await _fill(await memory_for(rt), 10_000)
+            await _fill(await memory_for(rt), 10_000, "memories")  # where the agent's recall looks
         times = []
         for i in range(turns + 3):
             t0 = time.perf_counter()

@@ -30,6 +30,8 @@ from ._ops import ITEM_COLUMNS, live, prefix_clause
 __all__ = ["IndexKind", "SearchQuery", "VectorIndex", "pack", "unpack", "vector_literal"]
 
 log = logging.getLogger("standardagents.memory")
+#: one dialect for compiling sqlite-vec's statements (a new one per search costs milliseconds)
+_SQLITE = sqlite_dialect.dialect(paramstyle="qmark")
 IndexKind = Literal["pgvector", "sqlite-vec", "exact"]
 
 
@@ -70,6 +72,16 @@ def _base(q: SearchQuery, dialect: str, *extra: Any) -> Any:
     if q.prefix:
         stmt = stmt.where(vectors.c.item_id.in_(sa.select(items.c.id).where(prefix_clause(q.prefix, dialect))))
     return stmt
+
+
+#: what :func:`_base` builds for a prefix and no value filter, on SQLite, with the distance
+_PREFIX_SEARCH = (
+    "SELECT i.id, i.namespace, i.key, i.value, i.created_at, i.updated_at, i.expires_at, i.written_by, "
+    "vec_distance_cosine(v.vector, ?) AS distance "
+    "FROM memory_items AS i JOIN memory_vectors AS v ON v.item_id = i.id "
+    "WHERE v.embedder || '' = ? AND v.dims = ? AND (i.expires_at IS NULL OR i.expires_at > ?) "
+    "AND v.item_id IN (SELECT id FROM memory_items WHERE namespace = ? OR (namespace > ? AND namespace < ?)) "
+    "ORDER BY distance LIMIT ? OFFSET ?")
 
 
 def _exact(conn: Connection, q: SearchQuery) -> list[tuple[Any, float]]:
@@ -213,13 +225,19 @@ class VectorIndex:
         return await run(self.store, _exact, q, write=False)
 
     def _sqlite_vec(self, q: SearchQuery) -> list[tuple[Any, float]]:
-        distance = sa.func.vec_distance_cosine(vectors.c.vector, sa.bindparam("qv", pack(q.vector)))
-        stmt = _base(q, "sqlite", distance.label("distance")).order_by(sa.literal_column("distance")) \
-            .limit(q.limit).offset(q.offset)
-        compiled = stmt.compile(dialect=sqlite_dialect.dialect())
-        params = [compiled.params[name] for name in compiled.positiontup or ()]
+        if q.prefix and not q.conditions:  # recall's search: one statement, written once
+            sql = _PREFIX_SEARCH
+            params: list[Any] = [pack(q.vector), q.embedder, q.dims, q.now, q.prefix, q.prefix + ".",
+                                 q.prefix + "/", q.limit, q.offset]
+        else:
+            distance = sa.func.vec_distance_cosine(vectors.c.vector, sa.bindparam("qv", pack(q.vector)))
+            stmt = _base(q, "sqlite", distance.label("distance")).order_by(sa.literal_column("distance")) \
+                .limit(q.limit).offset(q.offset)
+            compiled = stmt.compile(dialect=_SQLITE)
+            sql = str(compiled)
+            params = [compiled.params[name] for name in compiled.positiontup or ()]
         with self._reader_lock:
-            rows = self._reader.execute(str(compiled), params).fetchall()
+            rows = self._reader.execute(sql, params).fetchall()
         out = []
         for row in rows:
             values = list(row[:-1])
