@@ -578,30 +578,6 @@ def _preflight(project: Path, database_url: str | None, *, lenient: bool = False
     return registry
 
 
-#: modules the first turn imports on its way (the step loop's parts, the providers' helpers)
-FIRST_TURN_MODULES = (".engine", ".engine.composition", ".providers.reasoning", ".providers.testmodel")
-
-
-def warm_first_turn(registry: Any) -> None:
-    """Import now, before serving, what the first turn would import on its way: the engine's
-    lazily imported parts and, for each provider the project's models use, its SDK and HTTP
-    client (built once and closed: its imports and TLS set-up are then done). A provider that
-    cannot be built here (a missing extra or key) is left to report itself on first use."""
-    import importlib
-
-    from .providers.factory import ProviderSpec, build_provider
-
-    for module in FIRST_TURN_MODULES:
-        importlib.import_module(module, __package__)
-    kinds = {entry.value.provider for entry in registry.entries("models") if entry.value is not None}
-    for kind in sorted(kinds):
-        try:
-            provider = build_provider(ProviderSpec(provider=kind, api_key="warm-up", max_retries=0))
-            _run_async(provider.aclose())
-        except Exception:  # warming is best effort: the first turn reports the problem
-            continue
-
-
 def _refuse_sqlite_workers(project: Path, database_url: str | None, workers: int) -> None:
     """Several workers on one SQLite file would queue behind each other's write lock (and
     see only their own live events): refuse in one line, pointing at PostgreSQL."""
@@ -726,7 +702,9 @@ def serve(
         _refuse_sqlite_workers(project, database_url, workers)
     _check_port(host, port)
     if workers == 1:
-        warm_first_turn(registry)  # each of several workers is a process of its own
+        from .server.warmup import warm_first_turn
+
+        warm_first_turn(registry)  # several workers each warm up in their own process
     _announce(log_format, f"[bold]standardagents[/] serving {escape(str(project))} on http://{host}:{port}/ (API under /api)")
     _guard(lambda: run_server(project, host=host, port=port, workers=workers, database_url=database_url, dev=dev,
                               watch=reload_project, log_format=log_format, graceful_timeout=graceful_timeout))
@@ -750,6 +728,8 @@ def dev(
     _use_log_format(log_format)
     registry = _guard(lambda: _preflight(project, database_url, lenient=True))
     _check_port(host, port)
+    from .server.warmup import warm_first_turn
+
     warm_first_turn(registry)
     _announce(log_format, f"[bold]standardagents dev[/] on http://{host}:{port}/ (reloads on change)")
     # the registry already loaded (what loaded of it) is served: Runtime.open takes a Registry
