@@ -9,7 +9,16 @@ mixing two vector spaces. On PostgreSQL with ``pgvector`` the vector table also 
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, LargeBinary, String, Table, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    UniqueConstraint,
+)
 
 from .schema import JSON, metadata
 
