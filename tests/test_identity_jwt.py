@@ -270,3 +270,13 @@ def test_serve_refuses_auth_flags_without_an_audience(tmp_path: Any, monkeypatch
                                 env={"COLUMNS": "400"})
     assert result.exit_code == 2
     assert "STANDARDAGENTS_AUTH_AUDIENCE: required with an issuer or a JWKS URL" in result.output
+
+
+def test_a_token_in_a_streams_query_is_blanked_in_the_access_log(caplog: pytest.LogCaptureFixture) -> None:
+    import standardagents.server.auth  # noqa: F401  (installs the access log's filter)
+
+    access = logging.getLogger("uvicorn.access")
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "GET",
+                    "/api/threads/thr_1/stream?last=3&token=eyJhbGciOi.secret.sig", "1.1", 200)
+    assert caplog.messages == ['127.0.0.1:5000 - "GET /api/threads/thr_1/stream?last=3&token=[redacted] HTTP/1.1" 200']
