@@ -1,0 +1,179 @@
+"""A whole turn's CPU against the bare ``openai`` SDK's two streamed calls, on one stub in one run.
+
+Workload: the OpenAI wire stub (its own process, ``--delay-ms`` per request) asks for the
+``add`` tool once, then answers: a turn is two streamed model calls and one tool call.
+Three modes, each in a fresh process, alternating round by round so machine load hits them
+alike; each round runs ``--turns`` turns at once (after one warm-up turn) and reports the
+CPU (user + system, all threads) of the process doing the work, divided by the turns:
+
+* ``sdk``: ``openai.AsyncOpenAI`` making just the two streamed calls of a turn (the tool call
+  assembled from the deltas, the result appended, the answer read): the client's floor;
+* ``inproc``: ``Runtime.open`` on a project whose model is the stub, SQLite file store,
+  ``rt.run(...)``: engine, store, events, the model calls;
+* ``served``: ``run_server`` in its own process (SQLite, auth, event log, metrics as
+  ``serve`` has them), turns sent with ``POST /api/threads/{id}/messages?stream=true``
+  from this process; the server process's CPU is counted.
+
+Figures are medians over rounds, with each mode's ratio to ``sdk``.
+
+Usage: ``python benchmarks/turn_vs_sdk.py [--rounds 3] [--turns 50] [--delay-ms 50]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import httpx
+from serve_procs import free_port, make_token, wait_ready
+from server_load import _start_server, _start_stub, _write_project, run_turn
+
+MODES = ("sdk", "inproc", "served")
+TOOL = {"type": "function", "function": {
+    "name": "add", "description": "Add two integers.",
+    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}
+
+
+def _cpu_of(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+async def _sdk_turn(client: Any) -> None:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Answer briefly."},
+                                      {"role": "user", "content": "Add 1 and 2."}]
+    calls: dict[int, dict[str, Any]] = {}
+    stream = await client.chat.completions.create(model="stub-model", messages=messages, tools=[TOOL], stream=True,
+                                                  stream_options={"include_usage": True})
+    async for chunk in stream:
+        for choice in chunk.choices:
+            for delta in choice.delta.tool_calls or ():
+                call = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
+                if delta.id:
+                    call["id"] = delta.id
+                if delta.function is not None:
+                    call["name"] += delta.function.name or ""
+                    call["arguments"] += delta.function.arguments or ""
+    assert calls, "the stub asked for no tool"
+    messages.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+        for c in calls.values()]})
+    for c in calls.values():
+        args = json.loads(c["arguments"] or "{}")
+        messages.append({"role": "tool", "tool_call_id": c["id"], "content": str(args.get("a", 1) + args.get("b", 2))})
+    text = []
+    stream = await client.chat.completions.create(model="stub-model", messages=messages, tools=[TOOL], stream=True,
+                                                  stream_options={"include_usage": True})
+    async for chunk in stream:
+        for choice in chunk.choices:
+            if choice.delta.content:
+                text.append(choice.delta.content)
+    assert "".join(text).startswith("Done after 1"), text
+
+
+async def _worker(mode: str, base_url: str, turns: int) -> float:
+    """CPU seconds per turn of the process doing ``mode``'s work."""
+    if mode == "sdk":
+        import openai
+
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
+        await _sdk_turn(client)
+        before = time.process_time()
+        await asyncio.gather(*(_sdk_turn(client) for _ in range(turns)))
+        spent = time.process_time() - before
+        await client.close()
+        return spent / turns
+    root = Path(tempfile.mkdtemp(prefix="turn-vs-sdk-"))
+    _write_project(root, base_url, 1)
+    os.environ["STUB_API_KEY"] = "sk-bench"
+    if mode == "inproc":
+        from standardagents import Runtime
+
+        rt = await Runtime.open(root, database_url=f"sqlite:///{root / 'bench.db'}")
+        try:
+            first = await rt.run("bench", "Add 1 and 2.")
+            assert first.stop_reason is not None
+            before = time.process_time()
+            results = await asyncio.gather(*(rt.run("bench", "Add 1 and 2.") for _ in range(turns)))
+            spent = time.process_time() - before
+            assert all(r.stop_reason == results[0].stop_reason for r in results)
+        finally:
+            await rt.aclose()
+        return spent / turns
+    database_url = f"sqlite:///{root / 'bench.db'}"
+    token = await make_token(database_url)
+    port = free_port()
+    server = _start_server(root, database_url, port)
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        await wait_ready(base, headers)
+        limits = httpx.Limits(max_connections=turns + 10, max_keepalive_connections=turns + 10)
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=120, limits=limits) as client:
+            threads = []
+            for _ in range(turns + 1):
+                r = await client.post("/api/threads", json={"agent": "bench"})
+                r.raise_for_status()
+                threads.append(r.json()["id"])
+            warm = await run_turn(client, threads.pop())
+            assert warm.stop_reason is not None
+            before = _cpu_of(server.pid)
+            done = await asyncio.gather(*(run_turn(client, t) for t in threads))
+            spent = _cpu_of(server.pid) - before
+            assert all(t.messages == 4 for t in done), [t.messages for t in done]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return spent / turns
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--delay-ms", type=float, default=50.0)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps({"cpu": asyncio.run(_worker(args.worker, args.base_url, args.turns))}))
+        return
+    modes = [m for m in args.modes.split(",") if m]
+    stub, base_url = _start_stub(args.delay_ms, 1, 3600)
+    samples: dict[str, list[float]] = {m: [] for m in modes}
+    try:
+        for _ in range(args.rounds):
+            for mode in modes:
+                out = subprocess.run([sys.executable, __file__, "--worker", mode, "--base-url", base_url,
+                                      "--turns", str(args.turns)], capture_output=True, text=True, timeout=600)
+                if out.returncode != 0:
+                    raise SystemExit(f"{mode} failed:\n{out.stderr[-3000:]}")
+                samples[mode].append(json.loads(out.stdout.strip().splitlines()[-1])["cpu"])
+    finally:
+        stub.terminate()
+        stub.wait(timeout=10)
+    floor = statistics.median(samples["sdk"]) if samples.get("sdk") else None
+    print(f"turns at once: {args.turns}, model delay {args.delay_ms:g} ms, rounds {args.rounds}")
+    for mode in modes:
+        median = statistics.median(samples[mode])
+        ratio = f" (x{median / floor:.2f} of sdk)" if floor else ""
+        print(f"{mode}: CPU {median * 1000:.2f} ms/turn{ratio}")
+
+
+if __name__ == "__main__":
+    main()
