@@ -13,6 +13,36 @@ The recall figure is the median turn with the offline test model, an agent with
 ``memory={}`` against the same agent without memory, with 10,000 items (100 of the user's).
 
 Run: ``.venv/bin/python benchmarks/memory_search.py [--sizes 10000 100000] [--queries 50]``.
+
+Figures of one run each (2 shared cores, other test suites running beside it, so wide p95s),
+p50 / p95 in ms, top 10 of 256-float vectors:
+
+=============================  =======  ================  ================
+store                          items    whole store       one user (1%)
+=============================  =======  ================  ================
+SQLite + sqlite-vec            10,000   73.9 / 124.5      0.86 / 10.1
+SQLite + sqlite-vec            100,000  772.8 / 1142.8    27.2 / 38.8
+PostgreSQL + pgvector HNSW     10,000   35.4 / 44.3       27.9 / 47.9
+PostgreSQL + pgvector HNSW     100,000  58.8 / 85.7       124.1 / 155.0
+PostgreSQL, exact scan         10,000   1252.8 / 1790.3   27.6 / 42.6
+=============================  =======  ================  ================
+
+(``--sizes 10000 --queries 30 --turns 20``; the 100,000 rows from ``--sizes 10000 100000``, the
+SQLite one after the last change to its statements.) Building the HNSW index took 10.9 s for
+10,000 vectors and 763 s for 100,000 on this machine. A turn with the offline test model took
+4.03 ms without memory and 6.20 ms with recall over 10,000 items (100 of the user's): recall
+adds 2.2 ms.
+
+Beside pgvector's figures for the same index type: pgvector's README publishes no latencies;
+``EXPLAIN ANALYZE`` of our search at 10,000 items gives 1.3 ms inside PostgreSQL (HNSW index
+scan, then ten primary-key look-ups), so most of the 35 ms above is the client's round trips on
+a loaded machine, not the index. Published HNSW figures at pgvector's defaults are a few
+milliseconds at p50 at hundreds of thousands of vectors on dedicated machines (for instance
+2.9 ms p50 / 4.3 ms p95 over 250,000 vectors of 1,536 floats, ef_search=10, 2 vCPU, in a
+managed service's published pgvector benchmark), the same order as the in-database 1.3 ms.
+A search within one user's namespace on pgvector runs a second, exact pass when the index's
+candidates hold fewer than ``limit`` of that user's items (pgvector filters after the index
+scan), which is why it is slower than the whole-store search there.
 """
 
 from __future__ import annotations
@@ -75,6 +105,12 @@ async def _fill(memory: MemoryStore, n: int, label: str = "facts") -> None:
             vecs.append({"item_id": item_id, "embedder": embedder.name, "dims": len(vector), "vector": pack(vector),
                          "emb": vector_literal(vector) if schema else None})
         await memory.store._run(_load, rows, vecs, schema)
+    database = memory.store._url.database if memory.store.dialect == "sqlite" else None
+    if database:  # copy the bulk load out of the WAL, as the store's own checkpoints do in time
+        import sqlite3
+
+        with sqlite3.connect(database) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _analyze(conn: Any) -> None:
