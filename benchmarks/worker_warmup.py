@@ -9,6 +9,12 @@ turn's latency, the median of its later turns and their ratio (the cold-start pa
 difference), and the same for the thread creation before it.
 
     python benchmarks/worker_warmup.py --workers 2 --per-worker 5
+
+Figures on a shared 2-core machine, ``--workers 2 --per-worker 4``, two runs each, other work
+running: before workers warmed up, each worker's first turn took 2066-3316 ms against
+179-314 ms for its later ones (10.6-13.2x); warmed, 408-811 ms against 215-532 ms (1.1-2.3x).
+What is left of the first turn's extra time is not imports (none happen on a warmed worker's
+first requests): the first use of each SQL statement, connection and HTTP client.
 """
 
 from __future__ import annotations
