@@ -40,9 +40,11 @@ a loaded machine, not the index. Published HNSW figures at pgvector's defaults a
 milliseconds at p50 at hundreds of thousands of vectors on dedicated machines (for instance
 2.9 ms p50 / 4.3 ms p95 over 250,000 vectors of 1,536 floats, ef_search=10, 2 vCPU, in a
 managed service's published pgvector benchmark), the same order as the in-database 1.3 ms.
-A search within one user's namespace on pgvector runs a second, exact pass when the index's
-candidates hold fewer than ``limit`` of that user's items (pgvector filters after the index
-scan), which is why it is slower than the whole-store search there.
+The pgvector one-user figures above were taken when such a search went through the HNSW index
+first and ran a second, exact pass when the index's candidates held fewer than ``limit`` of the
+user's items (pgvector filters after the index scan). A search within a namespace now orders that
+namespace's rows exactly at once: 20.1 / 43.1 ms at 10,000 items in a run after that change
+(whole store 27.9 / 44.1 ms in the same run).
 """
 
 from __future__ import annotations

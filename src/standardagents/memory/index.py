@@ -96,17 +96,23 @@ def _exact(conn: Connection, q: SearchQuery) -> list[tuple[Any, float]]:
 
 
 def _pgvector(conn: Connection, q: SearchQuery, schema: str) -> list[tuple[Any, float]]:
-    """Nearest first through the HNSW index; when a namespace or value filter leaves fewer than
-    ``limit`` of the index's candidates (pgvector filters after the index scan), once more
-    ordered exactly over the filtered rows, so a filtered search never comes back short."""
+    """Nearest first: within a namespace prefix, exactly over its rows; across the whole store,
+    through the HNSW index, and when a value filter leaves fewer than ``limit`` of the index's
+    candidates (pgvector filters after the index scan), once more ordered exactly over the
+    filtered rows, so a filtered search never comes back short."""
     n = int(q.dims)
     literal = vector_literal(q.vector)
     expr = (f"(memory_vectors.embedding::{schema}.vector({n})) OPERATOR({schema}.<=>) "
             f"'{literal}'::{schema}.vector({n})")
+    if q.prefix:
+        # one namespace (a user's memory) is found by its index and ordered exactly: the HNSW
+        # scan would mostly return other namespaces' items and be filtered down to few
+        rows = conn.execute(_pg_statement(q, n, f"({expr}) + 0")).all()  # not the index's expression
+        return [(row[:-1], 1.0 - float(row[-1])) for row in rows]
     conn.execute(sa.text(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, (q.limit + q.offset) * 4))}"))
     rows = conn.execute(_pg_statement(q, n, expr)).all()
-    if len(rows) < q.limit and (q.prefix or q.conditions):
-        rows = conn.execute(_pg_statement(q, n, f"({expr}) + 0")).all()  # not the index's expression
+    if len(rows) < q.limit and q.conditions:
+        rows = conn.execute(_pg_statement(q, n, f"({expr}) + 0")).all()
     return [(row[:-1], 1.0 - float(row[-1])) for row in rows]
 
 
