@@ -59,6 +59,17 @@ def _new_private_key(alg: KeyAlgorithm) -> Any:
     return ec.generate_private_key(ec.SECP256R1())
 
 
+_FIRST_KEYS: dict[str, Any] = {}
+
+
+def _first_key(alg: KeyAlgorithm) -> Any:
+    """The first key of each algorithm, made once per process (an RSA key takes a while, and a
+    test double's keys protect nothing); keys added later are always new."""
+    if alg not in _FIRST_KEYS:
+        _FIRST_KEYS[alg] = _new_private_key(alg)
+    return _FIRST_KEYS[alg]
+
+
 class OidcProvider(LoopbackServer):
     """A tiny identity provider (see the module's docstring)."""
 
@@ -70,7 +81,7 @@ class OidcProvider(LoopbackServer):
         super().__init__(host=host, port=port)
         self.audience = audience
         self.client_id = client_id
-        self.keys: list[SigningKey] = [SigningKey(f"{alg.lower()}-1", alg, _new_private_key(alg)) for alg in algorithms]
+        self.keys: list[SigningKey] = [SigningKey(f"{alg.lower()}-1", alg, _first_key(alg)) for alg in algorithms]
         #: the claims of whoever signs in through the authorization endpoint
         self.user: dict[str, Any] = {"sub": "alice", "name": "Alice", "email": "alice@example.com"}
         self.jwks_fetches = 0
