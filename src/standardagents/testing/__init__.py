@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..providers.testmodel import TestModelProvider
     from .anthropic_stub import AnthropicReply, AnthropicStub
+    from .oidc import OidcProvider
     from .openai_stub import OpenAIStub, StubReply
 
-__all__ = ["AnthropicReply", "AnthropicStub", "OpenAIStub", "StubReply", "TestModelProvider"]
+__all__ = ["AnthropicReply", "AnthropicStub", "OidcProvider", "OpenAIStub", "StubReply", "TestModelProvider"]
 
 _HOMES = {"OpenAIStub": ".openai_stub", "StubReply": ".openai_stub",
           "AnthropicStub": ".anthropic_stub", "AnthropicReply": ".anthropic_stub",
-          "TestModelProvider": "..providers.testmodel"}
+          "TestModelProvider": "..providers.testmodel", "OidcProvider": ".oidc"}
 
 
 def __getattr__(name: str) -> Any:
