@@ -283,3 +283,19 @@ async def test_a_handler_hides_agents_from_a_list(make_runtime: Any) -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
         r = await http.get("/api/agents", headers={"Authorization": f"Bearer {token}"})
     assert [a["name"] for a in r.json()["agents"]] == ["helper"]
+
+
+async def test_a_caller_without_a_tenant_cannot_file_a_thread_under_one(live: LiveServer) -> None:
+    async with httpx.AsyncClient(base_url=live.base_url) as http:
+        filed = await http.post("/api/threads", json={"agent": "helper", "user_id": "someone",
+                                                     "metadata": {"tenant": "acme", "topic": "x"}},
+                               headers=live.headers)  # the fixture's token: an admin without a tenant
+    assert filed.status_code == 201
+    assert filed.json()["metadata"] == {"tenant": "acme", "topic": "x"}
+    assert live.runtime is not None
+    plain = await live.runtime.store.create_user("plain")
+    _, token = await live.runtime.store.create_api_token(plain.id, "t")
+    async with httpx.AsyncClient(base_url=live.base_url) as http:
+        r = await http.post("/api/threads", json={"agent": "helper", "metadata": {"tenant": "acme", "topic": "x"}},
+                            headers={"Authorization": f"Bearer {token}"})
+    assert r.json()["metadata"] == {"topic": "x"}

@@ -181,12 +181,14 @@ async def thread_scope(rt: Runtime, caller: UserRecord, requested_user: str | No
 
 async def thread_metadata(rt: Runtime, caller: UserRecord | None, agent: str,
                           metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A new thread's metadata: the client's, with the caller's tenant stamped over it; the
-    handler is asked whether the caller may create a thread of ``agent`` (``AccessDenied``)."""
+    """A new thread's metadata: the client's, with the caller's tenant stamped over it (a caller
+    without a tenant cannot name one, unless an admin); the handler is asked whether the caller may create a thread of ``agent`` (``AccessDenied``)."""
     out = dict(metadata or {})
     tenant = tenant_of(caller)
     if tenant is not None:
         out[TENANT_KEY] = tenant
+    elif caller is None or not caller.is_admin:
+        out.pop(TENANT_KEY, None)  # only an admin files a thread under a tenant it does not belong to
     answer = await authorize(rt, caller, AuthorizationResource(kind="thread", owner=getattr(caller, "id", None),
                                                                metadata=out, agent=agent), "create", caller is not None)
     if answer is not None and not _allowed(answer, caller is not None, out):
