@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,11 @@ from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from test_server_workers import (
     WORKER,
     _admin_token,
+    _env_without_openai,
+    _free_port,
+    _start_server,
+    _stop_server,
     _stubbed_model,
-    _two_workers,
     _Workers,
     _write_files,
 )
@@ -42,6 +47,29 @@ PROJECT = {
 REPLY = StubReply(text="word " * 60, chunk_size=3)
 ROUNDS = 4
 MESSAGES = 6
+
+
+@contextlib.asynccontextmanager
+async def two_workers(project: Path, database: str, token: str, env: dict[str, str] | None = None,
+                      ready_within: float = 90.0) -> AsyncIterator[_Workers]:
+    """``serve --workers 2`` of ``project`` on ``database``, once it answers (a loaded machine
+    starts two workers slowly); stopped on the way out."""
+    port = _free_port()
+    proc = _start_server(project, port, database, _env_without_openai() if env is None else env)
+    workers = _Workers(f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"})
+    try:
+        deadline = time.monotonic() + ready_within
+        async with httpx.AsyncClient(base_url=workers.base_url, headers=workers.headers, timeout=30) as client:
+            while True:
+                with contextlib.suppress(httpx.TransportError):
+                    if (await client.get("/api/agents")).status_code == 200:
+                        break
+                assert time.monotonic() < deadline, "the server did not start"
+                await asyncio.sleep(0.1)
+        yield workers
+    finally:
+        await workers.aclose()
+        _stop_server(proc)
 
 
 class _Stream:
@@ -139,7 +167,7 @@ async def test_ids_grow_on_every_connection_and_resume_gets_every_later_event(da
     token = await _admin_token(database)
     with OpenAIStub(lambda _body: REPLY) as stub:
         _write_files(project, {**PROJECT, **_stubbed_model(stub.base_url)})
-        async with _two_workers(project, database, token) as workers:
+        async with two_workers(project, database, token) as workers:
             one, two = await workers.discover()
             thread = (await workers.request(one, "POST", "/api/threads", json={"agent": "talker"})).json()["id"]
             for _ in range(ROUNDS):

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
+from test_server_event_order import two_workers
 from test_server_workers import (
     _admin_token,
     _env_without_openai,
     _stubbed_model,
-    _two_workers,
     _Workers,
     _write_files,
 )
@@ -122,7 +122,7 @@ async def test_a_follow_up_queued_on_the_other_worker_is_answered_after_the_kill
     env = {**_env_without_openai(), "SA_MARKS": str(marks), "STANDARDAGENTS_EXECUTION_LEASE": str(LEASE)}
     with OpenAIStub(_model) as stub:
         _write_files(project, {**PROJECT, **_stubbed_model(stub.base_url)})
-        async with _two_workers(project, database, token, env=env) as workers:
+        async with two_workers(project, database, token, env=env) as workers:
             for round_ in range(ROUNDS):
                 runner, other = await _until(functools.partial(_both, workers), "two workers")
                 thread = (await workers.request(runner, "POST", "/api/threads", json={"agent": "keeper"})).json()["id"]
