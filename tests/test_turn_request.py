@@ -5,6 +5,7 @@ option is refused before anything is stored (or, misspelt, by the type checker).
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -87,3 +88,24 @@ def test_a_misspelt_or_mistyped_option_is_a_type_error(tmp_path: Path) -> None:
     assert 'No overload variant of "send"' in errors[2], out
     assert 'Unexpected keyword argument "contnet"' in errors[3], out
     assert status == 1, err
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "turns.md"
+
+
+async def test_the_docs_example_begins_a_turn_and_reads_its_answer(make_runtime: Any,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    found = re.search(r"```python\n(# begin a turn\n.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    assert found, "docs/turns.md shows how to begin a turn"
+    namespace: dict[str, Any] = {}
+    exec(compile(found[1], "docs/turns.md", "exec"), namespace)
+    rt = await make_runtime(*_definitions())
+    thread = await rt.create_thread("clerk")
+    answer = await namespace["ask"](rt, thread.id)
+    printed = capsys.readouterr().out.split()
+    assert printed[0].startswith("exe_") and printed[1] in ("queued", "running")
+    reply = (await rt.store.list_messages(thread.id))[-1]
+    assert (reply.role, reply.content) == ("assistant", answer)
+    assert answer.startswith("Test reply to: What is 12 * 7?")
+    execution = (await rt.store.list_executions(thread_id=thread.id))[0]
+    assert (execution.id, execution.status) == (printed[0], "complete")
