@@ -13,6 +13,12 @@ twice under callgrind, counting only the measured turns:
 
 Usage: ``python benchmarks/fence_overhead.py [--runs 40] [--k 10]``; ``PYTHONPATH=<other
 tree>/src`` measures another tree (``git worktree add /tmp/base HEAD``).
+
+Figures (``--runs 40 --k 10``): with the fenced first message of a step inserted by a plain
+``INSERT ... SELECT ... WHERE EXISTS``, 945,222 fenced against 895,020 unfenced instructions
+per step (+5.6%); SQLite wrote a statement journal for that insert (a statement that may
+insert several rows and abort). With ``INSERT OR FAIL`` (one row at most: failing keeps what
+aborting kept) 930,604 against 913,866 (+1.8%).
 """
 
 from __future__ import annotations
