@@ -50,7 +50,7 @@ async def test_a_langgraph_store_client_puts_gets_searches_lists_and_deletes(liv
         item = await store.get_item(ns, key="food")
         assert (item["namespace"], item["key"], item["value"]) == (ns, "food", {"text": "Alice loves ramen with garlic"})
         assert item["created_at"].endswith("Z") and item["updated_at"] == item["created_at"]
-        found = await store.search_items(["user", alice], query="what does Alice like to eat?", limit=1)
+        found = await store.search_items(["user", alice], query="which ramen does Alice love?", limit=1)
         assert [(i["key"], i["score"] > 0) for i in found["items"]] == [("food", True)]
         assert await store.list_namespaces(prefix=["user", alice]) == {"namespaces": [ns]}
         await store.delete_item(ns, key="food")
