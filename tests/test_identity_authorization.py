@@ -299,3 +299,17 @@ async def test_a_caller_without_a_tenant_cannot_file_a_thread_under_one(live: Li
         r = await http.post("/api/threads", json={"agent": "helper", "metadata": {"tenant": "acme", "topic": "x"}},
                             headers={"Authorization": f"Bearer {token}"})
     assert r.json()["metadata"] == {"topic": "x"}
+
+
+async def test_without_a_handler_tenants_stay_apart_even_for_their_admins(runtime: Runtime,
+                                                                           idp: OidcProvider) -> None:
+    app = create_app(runtime, close_runtime=False)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        thread = (await http.post("/api/threads", json={"agent": "helper"}, headers=_auth(idp, "alice", "acme"))).json()
+        other = {"Authorization": f"Bearer {idp.token(sub='olga', tenant='globex', roles=['admin'])}"}
+        own = {"Authorization": f"Bearer {idp.token(sub='root', tenant='acme', roles=['admin'])}"}
+        refused = await http.get(f"/api/threads/{thread['id']}", headers=other)
+        allowed = await http.get(f"/api/threads/{thread['id']}", headers=own)
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"] == f"you may not access thread {thread['id']!r} (it belongs to another tenant)"
+    assert allowed.status_code == 200

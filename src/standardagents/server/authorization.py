@@ -138,10 +138,10 @@ async def require_allowed(rt: Runtime, caller: UserRecord | None, thread: Thread
         return
     if isinstance(answer, Deny):
         raise AccessDenied(f"you may not {action} {kind} {resource_id or thread.id!r}: {answer.reason}")
-    if answer is None and not default and tenant_of(caller) not in (None, thread.metadata.get(TENANT_KEY, tenant_of(caller))):
-        raise AccessDenied(f"you may not access thread {thread.id!r} (it belongs to another tenant)")
     if answer is None:
-        raise AccessDenied(f"you may not access thread {thread.id!r} (it belongs to another user)")
+        tenant, held = tenant_of(caller), thread.metadata.get(TENANT_KEY)
+        whose = "another tenant" if tenant is not None and held not in (None, tenant) else "another user"
+        raise AccessDenied(f"you may not access thread {thread.id!r} (it belongs to {whose})")
     raise AccessDenied(f"you may not {action} {kind} {resource_id or thread.id!r} (the authorization policy "
                        "does not grant it)")
 
