@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,11 @@ def _value(body: bytes, name: str, **labels: str) -> float:
     return 0.0
 
 
+Worker = tuple["subprocess.Popen[str]", metrics.Meter]
+
+
 @pytest.fixture
-def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Worker]:
     monkeypatch.setenv(metrics.MULTIPROC_ENV, str(tmp_path))
     monkeypatch.delenv(metrics.SETTING_ENV, raising=False)
     proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -60,7 +64,7 @@ def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
                 pipe.close()
 
 
-def test_a_scrape_adds_the_other_workers_sums_to_its_own(worker) -> None:
+def test_a_scrape_adds_the_other_workers_sums_to_its_own(worker: Worker) -> None:
     _, meter = worker
     meter.turn_started("assistant")
     meter.turn_started("assistant")
@@ -75,9 +79,10 @@ def test_a_scrape_adds_the_other_workers_sums_to_its_own(worker) -> None:
     assert _value(body, "standardagents_running_executions") == 4
 
 
-def test_a_stopped_worker_keeps_its_counts_but_no_longer_runs_anything(worker) -> None:
+def test_a_stopped_worker_keeps_its_counts_but_no_longer_runs_anything(worker: Worker) -> None:
     proc, meter = worker
     meter.turn_started("assistant")
+    assert proc.stdin is not None
     proc.stdin.close()
     assert proc.wait(timeout=10) == 0
     body, _ = meter.exposition()
