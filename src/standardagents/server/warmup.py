@@ -57,18 +57,27 @@ def warm_first_turn(registry: Any) -> None:
 
 
 def warmed_app_from_env() -> Starlette:
-    """The worker's app (:func:`.app.factory_from_env`), after warming up for the project of
-    ``STANDARDAGENTS_SERVER_PROJECT``. A project that does not load here is left to the app,
-    which reports it as it always does."""
+    """The worker's app, as :func:`.app.factory_from_env` builds it from the
+    ``STANDARDAGENTS_SERVER_*`` variables, after warming up: the project is loaded once, here,
+    and the runtime is opened on that registry. A project that does not load here is left to
+    :func:`.app.factory_from_env`, which reports it as it always does."""
+    from ..engine.runtime import Runtime
+    from ..observability import configure_from_env
     from ..project import load_project
-    from .app import ENV_PREFIX, factory_from_env
+    from .app import ENV_PREFIX, create_app, factory_from_env
 
     started = time.perf_counter()
     try:
         registry = load_project(os.environ.get(f"{ENV_PREFIX}PROJECT", "."))
     except Exception:
-        registry = None
-    if registry is not None:
-        warm_first_turn(registry)
+        return factory_from_env()
+    warm_first_turn(registry)
     log.info("Worker [%s] warmed up in %.2fs", os.getpid(), time.perf_counter() - started)
-    return factory_from_env()
+    database_url = os.environ.get(f"{ENV_PREFIX}DATABASE_URL") or None
+    configure_from_env()
+
+    async def open_runtime() -> Runtime:
+        return await Runtime.open(registry, database_url=database_url, take_over=False)
+
+    return create_app(open_runtime, prefix=os.environ.get(f"{ENV_PREFIX}PREFIX", "/api"),
+                      dev=os.environ.get(f"{ENV_PREFIX}DEV", "") == "1")
