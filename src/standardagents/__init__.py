@@ -116,7 +116,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ".engine": ("ExecutionResult", "Runtime", "ThreadState"),
     ".engine.tool_state": (
         "CodeUse", "CredentialsUse", "EffectsUse", "EmptyUsesState", "EnvUse", "FilesUse", "MessagesUse", "NetworkUse",
-        "SkillsUse", "SubagentsUse", "ToolCapabilityError", "ToolState", "ToolVariableError", "ToolsUse", "ValuesUse",
+        "SkillsUse", "SubagentsUse", "ToolCapabilityError", "ToolState", "ToolsUse", "ToolVariableError", "ValuesUse",
     ),
     ".fetch": ("FetchError", "FetchResponse"),
     ".events": ("Event", "EventBus"),

@@ -30,7 +30,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
     "unpack": (".packages.cli", "unpack_command",
                "Turn a packed package back into editable project files (same package, next version)."),
     "packages": (".packages.cli", "packages_command",
-                 "List the packed packages a project sees, with the parent hooks each entry agent adds."),
+                 "List the packed packages a project sees, with the parent hooks each entry agent adds and "
+                 "what each packed tool declares it touches (state it uses, variables, network hosts)."),
     "import": (".documents.cli", "import_command",
                "Write an agent document into a project as agent, prompt and model files."),
     "export": (".documents.cli", "export_command",
