@@ -44,6 +44,9 @@ memory_items = Table(
     UniqueConstraint("namespace", "key", name="uq_memory_items_namespace_key"),
     Index("ix_memory_items_owner", "owner"),
     Index("ix_memory_items_expires", "expires_at"),
+    # namespace prefix searches are ``LIKE 'a.b.%'``: PostgreSQL answers them from an index in
+    # byte order (text_pattern_ops); SQLite's range on the namespace uses it as it is
+    Index("ix_memory_items_namespace_pattern", "namespace", postgresql_ops={"namespace": "text_pattern_ops"}),
 )
 
 memory_vectors = Table(

@@ -38,6 +38,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_memory_items_owner", "memory_items", ["owner"])
     op.create_index("ix_memory_items_expires", "memory_items", ["expires_at"])
+    # namespace prefix searches are LIKE 'a.b.%': answered by an index of byte order on PostgreSQL
+    op.create_index("ix_memory_items_namespace_pattern", "memory_items", ["namespace"],
+                    postgresql_ops={"namespace": "text_pattern_ops"})
     op.create_table(
         "memory_vectors",
         sa.Column("item_id", sa.String(64), primary_key=True),
@@ -48,8 +51,6 @@ def upgrade() -> None:
     op.create_index("ix_memory_vectors_embedder", "memory_vectors", ["embedder", "dims"])
     bind = op.get_bind()
     if bind.dialect.name == "postgresql":
-        # namespace prefix searches are LIKE 'a.b.%': answered by an index of byte order
-        op.execute("CREATE INDEX ix_memory_items_namespace_pattern ON memory_items (namespace text_pattern_ops)")
         schema = _vector_schema(bind)
         if schema is not None:
             quoted = bind.dialect.identifier_preparer.quote_schema(schema)
