@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--baseline", default=None,
+                        help="another tree's src folder: its inproc and served turns run beside these")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -155,24 +157,33 @@ def main(argv: list[str] | None = None) -> None:
         return
     modes = [m for m in args.modes.split(",") if m]
     stub, base_url = _start_stub(args.delay_ms, 1, 3600)
-    samples: dict[str, list[float]] = {m: [] for m in modes}
+    runs = [(m, None) for m in modes]
+    if args.baseline:
+        runs += [(m, args.baseline) for m in modes if m != "sdk"]
+    samples: dict[str, list[float]] = {m if src is None else f"baseline {m}": [] for m, src in runs}
     try:
         for _ in range(args.rounds):
-            for mode in modes:
+            for mode, src in runs:
+                env = dict(os.environ)
+                if src is not None:
+                    env["PYTHONPATH"] = src
                 out = subprocess.run([sys.executable, __file__, "--worker", mode, "--base-url", base_url,
-                                      "--turns", str(args.turns)], capture_output=True, text=True, timeout=600)
+                                      "--turns", str(args.turns)], capture_output=True, text=True, timeout=600,
+                                     env=env)
                 if out.returncode != 0:
                     raise SystemExit(f"{mode} failed:\n{out.stderr[-3000:]}")
-                samples[mode].append(json.loads(out.stdout.strip().splitlines()[-1])["cpu"])
+                name = mode if src is None else f"baseline {mode}"
+                samples[name].append(json.loads(out.stdout.strip().splitlines()[-1])["cpu"])
     finally:
         stub.terminate()
         stub.wait(timeout=10)
     floor = statistics.median(samples["sdk"]) if samples.get("sdk") else None
     print(f"turns at once: {args.turns}, model delay {args.delay_ms:g} ms, rounds {args.rounds}")
-    for mode in modes:
+    for mode in samples:
         median = statistics.median(samples[mode])
         ratio = f" (x{median / floor:.2f} of sdk)" if floor else ""
-        print(f"{mode}: CPU {median * 1000:.2f} ms/turn{ratio}")
+        low, high = min(samples[mode]) * 1000, max(samples[mode]) * 1000
+        print(f"{mode}: CPU {median * 1000:.2f} ms/turn{ratio}, rounds {low:.2f}-{high:.2f}")
 
 
 if __name__ == "__main__":
