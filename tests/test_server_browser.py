@@ -142,7 +142,9 @@ async def test_web_chat_approves_a_paused_call_and_the_turn_continues(chromium: 
             await page.click("#send")
             card = page.locator(".tool-card")
             await expect(card).to_have_attribute("data-state", "waiting", timeout=15_000)
-            await expect(card.locator(".tool-detail")).to_contain_text("clean the cache")
+            # the call's arguments are shown once, with what the card waits for beside them
+            await expect(card.locator(".tool-args")).to_contain_text("clean the cache")
+            await expect(card.locator(".tool-detail")).to_have_text("waiting for your decision")
             await card.locator("button.approve").click()
             await expect(card).to_have_attribute("data-state", "done", timeout=15_000)
             await expect(page.locator(".msg.assistant").last).to_contain_text("wiped clean the cache", timeout=15_000)
