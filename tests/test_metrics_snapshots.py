@@ -88,3 +88,31 @@ def test_a_stopped_worker_keeps_its_counts_but_no_longer_runs_anything(worker: W
     body, _ = meter.exposition()
     assert _value(body, "standardagents_turns_started_total", agent="assistant") == 4
     assert _value(body, "standardagents_running_executions") == 1
+
+
+def test_a_forked_worker_counts_from_zero_in_a_snapshot_of_its_own(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv(metrics.MULTIPROC_ENV, str(tmp_path))
+    meter = metrics.Meter()
+    try:
+        meter.turn_started("assistant")
+        pid = os.fork()
+        if pid == 0:  # the child records one turn of its own, waits for its snapshot, and leaves
+            code = 1
+            try:
+                meter.turn_started("researcher")
+                assert meter._flusher is not None
+                meter._flusher.flush()
+                code = 0 if os.path.exists(os.path.join(str(tmp_path), f"standardagents-{os.getpid()}.json")) else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        body, _ = meter.exposition()
+    finally:
+        meter.close()
+    assert _value(body, "standardagents_turns_started_total", agent="assistant") == 1
+    assert _value(body, "standardagents_turns_started_total", agent="researcher") == 1
+    assert _value(body, "standardagents_running_executions") == 1  # the child has gone

@@ -216,8 +216,19 @@ class Meter:
         self._flusher: _Flusher | None = None
         if self.multiprocess:
             self._flusher = _Flusher(self, os.environ[MULTIPROC_ENV])
+            os.register_at_fork(after_in_child=self._forked)
         else:
             self.registry.register(_Collector(self))
+
+    def _forked(self) -> None:
+        """A process forked from this one is a worker of its own: it starts from zero (the
+        parent's sums stay the parent's) with a snapshot file and writer thread of its own."""
+        if self._flusher is None:
+            return
+        for instrument in (*self._summed, *self._store_gauges):
+            instrument.series.clear()
+        self.running.set(0.0)
+        self._flusher = _Flusher(self, os.environ[MULTIPROC_ENV])
 
     # recorded by the engine's probes ------------------------------------------------------
     def turn_started(self, agent: str) -> None:
