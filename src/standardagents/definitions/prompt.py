@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Required, TypedDict, Unpack
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal, Protocol, Required, TypedDict, Unpack
 
 from pydantic import Field, field_validator
 
@@ -202,6 +202,29 @@ class PromptDefinition(Definition):
         return [p.prompt for p in self.prompt if isinstance(p, PromptIncludePart)]
 
 
+#: one entry of a prompt's ``tools``: a name, an options dict, or a built config
+PromptToolEntry = str | PromptToolFields | PromptToolConfig
+
+
+class _ToolCollection(Protocol):
+    """Any sized, iterable collection of tool entries except a string.
+
+    ``str`` does not satisfy it: its ``__contains__`` takes only strings, where this asks
+    for any object, so ``tools="calculate"`` is a type error rather than one tool per letter.
+    A ``list[str]`` or ``list[PromptToolConfig]`` variable does satisfy it (lists are
+    invariant, so ``list[PromptToolEntry]`` alone would refuse them).
+    """
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[PromptToolEntry]: ...
+    def __contains__(self, value: object, /) -> bool: ...
+
+
+#: a prompt's tools: list and tuple literals are checked entry by entry (a misspelt option
+#: key is named), any other non-string collection of entries is accepted as it is
+PromptTools = list[PromptToolEntry] | tuple[PromptToolEntry, ...] | _ToolCollection
+
+
 class PromptFields(TypedDict, total=False):
     """The keyword arguments of :func:`define_prompt`, one per field of :class:`PromptDefinition`."""
 
@@ -209,7 +232,7 @@ class PromptFields(TypedDict, total=False):
     description: str | None
     prompt: str | Sequence[PromptPartFields]
     model: str | None
-    tools: Sequence[str | PromptToolFields | PromptToolConfig]
+    tools: PromptTools
     hooks: Sequence[str] | None
     tool_discovery: ToolDiscovery
     compaction_threshold: float | None
