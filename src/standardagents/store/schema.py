@@ -262,7 +262,5 @@ event_floors = Table(
     Column("floor", BigInteger, nullable=False),
 )
 
-from . import schema_service  # noqa: E402,F401  (its tables join this metadata)
-from . import schema_memory  # noqa: E402,F401  (its tables join this metadata)
-from . import schema_evals  # noqa: E402,F401  (its tables join this metadata)
-from . import schema_identity  # noqa: E402,F401  (its tables join this metadata)
+# the features' own tables join this metadata
+from . import schema_evals, schema_identity, schema_memory, schema_service  # noqa: E402,F401

@@ -296,7 +296,8 @@ class OpenAIStub(ScriptedServer[StubReply]):
         from ..memory.embedders import OfflineEmbedder
 
         texts = [body["input"]] if isinstance(body["input"], str) else [str(t) for t in body["input"]]
-        dims = body.get("dimensions") if isinstance(body.get("dimensions"), int) else 64
+        asked = body.get("dimensions")
+        dims = asked if isinstance(asked, int) else 64
         embedder = OfflineEmbedder(dims=dims)
         data = [{"object": "embedding", "index": i, "embedding": embedder.embed_one(t)} for i, t in enumerate(texts)]
         tokens = sum(len(t.split()) for t in texts)
