@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ...engine.approval_tokens import current_decider
 from ...engine.options import TurnRequest
 from ...events import Subscription
+from ...exceptions import QuotaExceeded
 from ...records import ThreadRecord
 from ...store.base import UserRecord
 from ..auth import LOCAL_USER_ID, decider_of
@@ -175,6 +176,13 @@ async def start_turn(rt: Runtime, thread: ThreadRecord, request: TurnRequest) ->
         sub.close()
         raise
     return Turn(thread, started.id, started.task, sub)
+
+
+def quota_refusal(exc: QuotaExceeded) -> str:
+    """What a door tells a caller whose turn its quota refused: the quota that was met and
+    when to try again (over REST the same is a 429 with ``Retry-After``)."""
+    seconds = exc.retry_after
+    return f"quota exceeded: {exc}; nothing was run, retry in {seconds} second{'s' if seconds != 1 else ''}"
 
 
 async def decide_calls(rt: Runtime, thread_id: str, decisions: list[tuple[str, bool, str | None]],

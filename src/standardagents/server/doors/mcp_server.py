@@ -42,6 +42,7 @@ from starlette.types import Receive, Scope, Send
 
 from ...engine.approval_tokens import ApprovalError
 from ...engine.options import TurnRequest
+from ...exceptions import QuotaExceeded
 from ...files import canonical_path
 from ...store.base import UserRecord
 from ..auth import authenticate
@@ -54,6 +55,7 @@ from .common import (
     decide_calls,
     open_thread,
     primary_agents,
+    quota_refusal,
     start_turn,
     turn_failure,
 )
@@ -100,10 +102,13 @@ _INPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def _error(message: str, thread: str | None = None, code: str | None = None) -> types.CallToolResult:
+def _error(message: str, thread: str | None = None, code: str | None = None,
+           retry_after: int | None = None) -> types.CallToolResult:
     structured: dict[str, Any] = {"thread": thread, "status": "error", "error": message}
     if code is not None:
         structured["code"] = code
+    if retry_after is not None:
+        structured["retryAfter"] = retry_after
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True,
                                 structured_content=structured)
 
@@ -195,7 +200,10 @@ def build_mcp_server(rt: Runtime, caller_of: CallerOf, *, name: str = "standarda
             thread = await open_thread(rt, caller, params.name, thread_id, "mcp")
         except DoorError as exc:
             return _error(exc.message, thread_id)
-        turn = await start_turn(rt, thread, TurnRequest(content=message))
+        try:
+            turn = await start_turn(rt, thread, TurnRequest(content=message))
+        except QuotaExceeded as exc:  # over the caller's quota: a tool error saying when to retry
+            return _error(quota_refusal(exc), thread.id, code="quota_exceeded", retry_after=exc.retry_after)
         await ctx.session.report_progress(1, None, f"thread {thread.id}: turn {turn.execution_id} started")
         return await _conclude(ctx, params.name, thread, turn.execution_id, turn.sub, turn.task, [1])
 
