@@ -40,6 +40,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ...engine.options import TurnRequest
+from ...exceptions import QuotaExceeded
 from ...store.base import UserRecord
 from ..auth import authenticate
 from ..errors import ApiError, JSONResponse
@@ -51,6 +52,7 @@ from .common import (
     decide_calls,
     open_thread,
     primary_agents,
+    quota_refusal,
     turn_failure,
 )
 
@@ -131,6 +133,12 @@ def _executor(rt: Runtime, following: set[str]) -> Any:
             sub = rt.subscribe(thread.id, reasoning=False)
             try:
                 task = (await rt.begin(thread.id, TurnRequest(content=text, execution_id=task_id))).task
+            except QuotaExceeded as exc:  # over the caller's quota: rejected, saying when to retry
+                sub.close()
+                await updater.reject(updater.new_agent_message([
+                    new_text_part(quota_refusal(exc)),
+                    new_data_part({"code": "quota_exceeded", "retryAfter": exc.retry_after})]))
+                return
             except BaseException:
                 sub.close()
                 raise
