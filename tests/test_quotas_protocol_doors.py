@@ -1,5 +1,5 @@
 """Quotas at the protocol doors, each through its real client: a turn over its user's quota
-is an MCP tool error (``isError``) and a rejected A2A task, each saying which quota was met
+is an MCP tool error (``isError``) a rejected A2A task and an AG-UI run ending in RUN_ERROR, each saying which quota was met
 and when to retry."""
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import get_data_parts, new_text_part
 from a2a.types import GetTaskRequest, Message, Role, SendMessageRequest, TaskState
+from ag_ui.core import EventType
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from server_fixtures import LiveServer
 from standardagents.testing import OpenAIStub
+from test_doors_agui import _input, parse_run
 from test_quotas_doors import _serve, _user_token, stub
 
 __all__ = ["stub"]  # the model stub fixture of the quota doors tests
@@ -104,3 +106,27 @@ async def test_an_a2a_task_over_the_quota_is_rejected_naming_the_quota_and_the_r
     assert parts[0].text.startswith("quota exceeded: user:")
     assert "has started 1 turns this minute, the limit of turnsPerMinute" in parts[0].text
     assert parts[0].text.endswith(f"nothing was run, retry in {retry} second{'s' if retry != 1 else ''}")
+
+
+async def _two_runs(server: LiveServer, token: str) -> tuple[httpx.Response, httpx.Response]:
+    async with httpx.AsyncClient(base_url=server.base_url, headers={"Authorization": f"Bearer {token}"},
+                                 timeout=60) as http:
+        first = await http.post("/ag-ui/helper", json=_input(f"t-{uuid.uuid4().hex}", "hi"))
+        second = await http.post("/ag-ui/helper", json=_input(f"t-{uuid.uuid4().hex}", "again"))
+    return first, second
+
+
+async def test_an_agui_run_over_the_quota_ends_in_run_error_naming_the_quota_and_the_retry(
+        per_minute: LiveServer, tmp_path: Path) -> None:
+    first, second = await _within_a_minute(tmp_path, per_minute, _two_runs)
+    assert parse_run(first.text)[-1].type == EventType.RUN_FINISHED
+    assert second.status_code == 200
+    events = parse_run(second.text)
+    assert [e.type for e in events] == [EventType.RUN_STARTED, EventType.RUN_ERROR]
+    error = events[-1]
+    retry = int(second.headers["retry-after"])
+    assert error.code == "quota_exceeded"
+    assert error.metadata["retryAfter"] == retry and 1 <= retry <= 60
+    assert error.message.startswith("quota exceeded: user:")
+    assert "has started 1 turns this minute, the limit of turnsPerMinute" in error.message
+    assert error.message.endswith(f"nothing was run, retry in {retry} second{'s' if retry != 1 else ''}")

@@ -31,12 +31,21 @@ from ...engine.client_tools import ClientToolError, ClientTools, client_tools
 from ...engine.options import TurnOptions, TurnRequest
 from ...engine.output import to_jsonable
 from ...events import Event
+from ...exceptions import QuotaExceeded
 from ...records import new_id
 from ..auth import authenticate
 from ..errors import ApiError, read_json
 from ..state import server_of
 from ..streams import sse_response, turn_events
-from .common import DoorError, Turn, decide_calls, open_thread, start_turn, turn_failure
+from .common import (
+    DoorError,
+    Turn,
+    decide_calls,
+    open_thread,
+    quota_refusal,
+    start_turn,
+    turn_failure,
+)
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
@@ -246,6 +255,19 @@ def _sse(event: BaseEvent) -> bytes:
     return f"data: {event.model_dump_json(by_alias=True, exclude_none=True)}\n\n".encode()
 
 
+def _quota_run(core: Any, thread_id: str, run_id: str, exc: QuotaExceeded) -> Response:
+    """A run over its user's quota: RUN_STARTED then RUN_ERROR naming the quota and when to
+    retry (with ``Retry-After``, as over REST), so an AG-UI client shows the reason as it
+    shows any failed run; nothing was run."""
+    meta = {"threadId": thread_id, "retryAfter": exc.retry_after}
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield _sse(core.RunStartedEvent(thread_id=thread_id, run_id=run_id))
+        yield _sse(core.RunErrorEvent(message=quota_refusal(exc), code="quota_exceeded", metadata=meta))
+
+    return sse_response(frames(), headers={"X-Thread-Id": thread_id, **exc.headers})
+
+
 async def run_agent(request: Request) -> Response:
     """``POST /ag-ui/{agent}``: AG-UI's ``RunAgentInput`` in, AG-UI events out (SSE)."""
     caller = await authenticate(request)
@@ -296,6 +318,8 @@ async def run_agent(request: Request) -> Response:
             turn = await start_turn(rt, thread, TurnRequest(content=text, client_tools=client))
         except ClientToolError as exc:
             raise ApiError(400, f"front-end tools: {exc}", code="invalid_tools") from None
+        except QuotaExceeded as exc:  # over the caller's quota: a run that ends at once, saying why
+            return _quota_run(core, thread.id, run_input.run_id, exc)
     _keep(request, turn.task)
     translator = _Translator(core, thread.id, run_input.run_id)
     translator.answered = answered
