@@ -79,8 +79,9 @@ async def _reach(request: Request, caller: UserRecord, namespace: tuple[str, ...
 async def announce_memory(runtime: Any) -> None:
     """At start-up, when an agent of the project uses memory: open the memory store so the log
     says which vector search it runs on, and warns when it falls back to an exact scan."""
-    registry = runtime.registry
-    agents = [registry.get("agents", name) for name in registry.names("agents")]
+    # only agents already loaded are asked: a packed agent loads on first use (its memory store
+    # then opens, and says the same, when it is first needed)
+    agents = [entry.value for entry in runtime.registry.entries("agents") if entry.loader is None]
     if not any(getattr(agent, "memory", None) is not None for agent in agents):
         return
     from ..memory.agents import memory_for
