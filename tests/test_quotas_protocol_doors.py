@@ -1,6 +1,6 @@
 """Quotas at the protocol doors, each through its real client: a turn over its user's quota
-is an MCP tool error (``isError``) a rejected A2A task and an AG-UI run ending in RUN_ERROR, each saying which quota was met
-and when to retry."""
+is an MCP tool error (``isError``), a rejected A2A task and an AG-UI run ending in RUN_ERROR,
+each saying which quota was met and when to retry."""
 
 from __future__ import annotations
 
