@@ -18,6 +18,7 @@ from server_fixtures import write_project
 from standardagents import Runtime, define_agent, define_prompt, define_tool
 from standardagents.engine.steps import load_execution
 from standardagents.project import build_registry
+from standardagents.records import now_ms
 from standardagents.server import create_app
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 
@@ -197,14 +198,21 @@ async def test_approvals_waiting_and_decided_are_on_the_execution(make_runtime, 
     waiting = (await load_execution(rt.store, record))["waitingForApproval"]
     assert [(w["name"], json.loads(w["arguments"])["what"]) for w in waiting] == [("wipe", "logs"), ("wipe", "db")]
     logs, db = paused.payload["approvals"]
+    before = now_ms()
     await rt.decide(logs["token"], True)
     task = await rt.decide(db["token"], False, reason="not the database")
+    after = now_ms()
     assert task is not None and (await task).text == "Done what I may."
     record = await rt.store.get_execution(paused.execution_id)
     assert record is not None
     detail = await load_execution(rt.store, record)
     assert detail["waitingForApproval"] == []
     calls = {json.loads(c["arguments"])["what"]: c for c in detail["steps"][0]["toolCalls"]}
-    assert calls["logs"]["approval"] == {"approved": True, "reason": None} and calls["logs"]["result"] == "wiped logs"
-    assert calls["db"]["approval"] == {"approved": False, "reason": "not the database"}
+    # who decided (no caller here: no one named) and when (the moment of each decide call)
+    nobody = {"decidedBy": None, "decidedByName": None}
+    logs_at, db_at = calls["logs"]["approval"].pop("decidedAt"), calls["db"]["approval"].pop("decidedAt")
+    assert before <= logs_at <= db_at <= after
+    assert calls["logs"]["approval"] == {"approved": True, "reason": None, **nobody}
+    assert calls["logs"]["result"] == "wiped logs"
+    assert calls["db"]["approval"] == {"approved": False, "reason": "not the database", **nobody}
     assert calls["db"]["status"] == "error"

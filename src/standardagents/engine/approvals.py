@@ -135,7 +135,8 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
             raise ApprovalForbidden(f"this approval expired: agent {agent.name!r} waits "
                                     f"{agent.approval_expires_in:g} s for a decision")
         decisions[data["call_id"]] = {"approved": bool(approved), "reason": reason, "digest": digest,
-                                      "decidedBy": who.id if who is not None else None, "decidedAt": decided_at}
+                                      "decidedBy": who.id if who is not None else None,
+                                      "decidedByName": who.name if who is not None else None, "decidedAt": decided_at}
         record.state = {**record.state, "decisions": decisions, "waitingSince": waiting_since}
         complete = pending <= set(decisions)
         if complete:

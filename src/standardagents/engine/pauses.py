@@ -66,6 +66,13 @@ async def pause_for_client(x: Execution, reply: Message, calls: list[ToolCall]) 
     raise Paused(pending, "client_tool_calls")
 
 
+def _approval(approved: bool, decision: dict[str, Any]) -> dict[str, Any]:
+    """What a decided call's stored result keeps of its decision: who decided, when and why,
+    so a thread read again later (the web app after a reload) shows it as it was shown live."""
+    return {"approved": approved, "reason": decision.get("reason"), "decidedBy": decision.get("decidedBy"),
+            "decidedByName": decision.get("decidedByName"), "decidedAt": decision.get("decidedAt")}
+
+
 async def resume_approvals(x: Execution) -> None:
     """Run the approved calls, store denials as results, then the turn goes on."""
     resume = x.resume or {}
@@ -85,7 +92,7 @@ async def resume_approvals(x: Execution) -> None:
             reason = decision.get("reason")
             text = "The user denied this call." + (f" Reason: {reason}" if reason else "")
             outcomes.append(ToolOutcome(call, ToolResult("error", error=text), None,
-                                        approval={"approved": False, "reason": reason}))
+                                        approval=_approval(False, decision)))
     side = x.ex.side
     if outcomes:
         await x.rt.store_tool_outcomes(x.state, outcomes, side if x.dual else None, setup.hooks)
@@ -94,7 +101,7 @@ async def resume_approvals(x: Execution) -> None:
         ran = list(await asyncio.gather(*(run_tool_call(x.state, c, setup.toolbox, setup.hooks,
                                                         default_timeout=x.rt.tool_timeout) for c in approved)))
         for out in ran:
-            out.approval = {"approved": True, "reason": decisions.get(out.call.id, {}).get("reason")}
+            out.approval = _approval(True, decisions.get(out.call.id, {}))
         await x.rt.store_tool_outcomes(x.state, ran, side if x.dual else None, setup.hooks)
     cfg = x.agent.side(side)
     if cfg is not None and check_stops(x, side, cfg, setup, ran):
