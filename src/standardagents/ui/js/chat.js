@@ -177,8 +177,25 @@ export function renderMessage(m) {
   } else if (m.role === "tool" && m.tool_call_id) {
     const failed = m.tool_status === "error";
     const detail = failed && typeof m.content === "string" && m.content.startsWith("Error: ") ? m.content.slice(7) : m.content;
-    toolCard(m.tool_call_id, m.name || "tool", failed ? "failed" : "done", { detail });
+    const card = toolCard(m.tool_call_id, m.name || "tool", failed ? "failed" : "done", { detail });
+    const approval = m.metadata?.approval;
+    if (approval?.decidedAt) decidedLater(card, approval);
   }
+}
+
+// Who is reading, asked once: a decision of theirs reads "by you" after a reload as it did live.
+let me = null;
+function whoAmI() {
+  me ??= api("/users/me").catch(() => ({}));
+  return me;
+}
+
+// A stored decision (the call's result keeps who decided and when) drawn as the live one was.
+async function decidedLater(card, approval) {
+  const reader = await whoAmI();
+  const by = approval.decidedBy;
+  const who = !by || by === reader.id ? null : approval.decidedByName || by;
+  decided(card, approval.approved !== false, new Date(approval.decidedAt), who);
 }
 
 // What the running turn has spent so far (from its usage events), shown when it ends.
@@ -270,8 +287,8 @@ export function approvalCard(d) {
   el.appendChild(row);
 }
 
-function decided(card, approved, at) {
-  const who = state.user?.name || state.user?.id || "you";
+function decided(card, approved, at, who = null) {
+  who ??= "you";
   let line = card.querySelector(".decided");
   if (!line) { line = document.createElement("div"); line.className = "decided"; card.appendChild(line); }
   line.textContent = `${approved ? "approved" : "denied"} by ${who} at ${at.toLocaleTimeString()}`;
