@@ -48,6 +48,9 @@ _BACKOFF_BASE = 0.05
 _BACKOFF_CAP = 2.0
 _RETRY_AFTER_CAP = 10.0
 _KEEPALIVE = 1000
+#: after ``[DONE]``: how long and how much more of a stream is read to keep its connection
+_DRAIN_SECONDS = 0.5
+_DRAIN_BYTES = 64 * 1024
 _POOL_SHARDS = 8
 
 
@@ -397,8 +400,9 @@ class OpenAIProvider(ModelProvider):
     async def _read_stream(self, response: httpx2.Response, state: _StreamState) -> AsyncIterator[StreamDelta]:
         buffer = b""
         done = False
+        chunks = response.aiter_bytes()
         try:
-            async for raw in response.aiter_bytes():
+            async for raw in chunks:
                 buffer += raw
                 while True:
                     cut = buffer.find(b"\n")
@@ -429,6 +433,8 @@ class OpenAIProvider(ModelProvider):
         except (httpx2.TransportError, openai.APIConnectionError) as exc:
             raise _Attempt(_transport_error(exc, self.base_url, first_token=state.delivered == 0),
                            None) from exc
+        if done:
+            await _drain(chunks)
         if not done and not state.finish_reason and not state.any_chunk:
             raise _Attempt(ProviderError(
                 f"model endpoint {self.base_url} closed the stream before sending anything",
@@ -438,6 +444,22 @@ class OpenAIProvider(ModelProvider):
         """Close the connection pool (unless the caller supplied its own HTTP client)."""
         if self._owns_http:
             await asyncio.gather(*(client.close() for client in self._clients))
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows ``[DONE]`` (normally only the end of the chunked body), so the
+    connection goes back to the pool: closing a response with its body unread closes the
+    connection, and the next call would open a new one. A server that keeps sending, stalls
+    or fails after ``[DONE]`` is cut off (the reply is complete either way)."""
+    left = _DRAIN_BYTES
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for raw in chunks:
+                left -= len(raw)
+                if left < 0:
+                    return
+    except (TimeoutError, httpx2.TransportError, openai.APIConnectionError):
+        return
 
 
 class _StreamState:
