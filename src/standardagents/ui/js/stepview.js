@@ -101,8 +101,8 @@ function replyBlock(step) {
 }
 
 function approvalText(a) {
-  const who = a.by || a.userId || a.user || "someone";
-  const when = a.at || a.decidedAt;
+  const who = a.decidedByName || a.decidedBy || "someone";
+  const when = a.decidedAt;
   return `${a.approved === false || a.decision === "deny" ? "denied" : "approved"} by ${who}`
     + (when ? ` at ${new Date(when).toLocaleString()}` : "");
 }
