@@ -1,6 +1,7 @@
 // The conversation: message bubbles (markdown), tool cards, approvals, and a turn's live events.
 import { api, openStream, readSSE, sendStreaming } from "./api.js";
 import { renderMarkdown } from "./markdown.js";
+import { showProviderResults } from "./provider_results.js";
 import { $, positionOf, remember, showError, state } from "./state.js";
 
 const box = $("messages");
@@ -171,6 +172,7 @@ export function renderMessage(m) {
   if (m.role === "user") bubble(m.id, "user", m.content || "");
   else if (m.role === "assistant") {
     if (m.content) markStopped(bubble(m.id, "assistant", m.content, m.side), m.status);
+    if (m.metadata?.providerResults) showProviderResults(bubble(m.id, "assistant", m.content ? undefined : "", m.side), m.metadata);
     for (const call of m.tool_calls || []) {
       if (!cards.has(call.id)) toolCard(call.id, call.function.name, "running", { args: call.function.arguments, detail: "" });
     }
@@ -226,7 +228,7 @@ export function onEvent(event) {
     case "message_created":
       if (!d.message) break;
       remember(d.message);
-      if (d.message.role !== "tool" && !(d.message.role === "assistant" && !d.message.content)) renderMessage(d.message);
+      if (d.message.role !== "tool" && !(d.message.role === "assistant" && !d.message.content && !d.message.metadata?.providerResults)) renderMessage(d.message);
       break;
     case "message_chunk": {
       const id = d.messageId;
@@ -241,6 +243,9 @@ export function onEvent(event) {
       remember(d.message);
       if (d.message.role === "assistant" && d.message.content) {
         markStopped(bubble(d.message.id, "assistant", d.message.content, d.message.side), d.message.status);
+      }
+      if (d.message.role === "assistant" && d.message.metadata?.providerResults) {
+        showProviderResults(bubble(d.message.id, "assistant", undefined, d.message.side), d.message.metadata);
       }
       break;
     case "tool_call_started":
