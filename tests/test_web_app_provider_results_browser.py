@@ -1,7 +1,8 @@
 """What a provider ran itself, in headless Chromium: a Gemini reply grounded in a web search
-and carrying a generated image keeps both on the stored message (the messages API) and shows
-them under the reply, live and after a reload; a hostile page title stays text and a
-``javascript:`` link is dropped."""
+and carrying a generated image and a run of code keeps them on the stored message (the
+messages API) and shows them under the reply (links, the image, a collapsed card), live and
+after a reload; a hostile page title or output stays text and a ``javascript:`` link is
+dropped."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def app_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
 
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
     reply = GeminiReply(text="Here is what I found.", chunk_size=6,
-                        parts=[{"inlineData": {"mimeType": "image/png", "data": PNG}}],
+                        parts=[{"inlineData": {"mimeType": "image/png", "data": PNG}},
+                               {"executableCode": {"language": "PYTHON", "code": "print(6 * 7)"}},
+                               {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": HOSTILE}}],
                         grounding={"groundingChunks": CHUNKS})
     with OpenAIStub() as openai, GeminiStub(lambda body: reply, api_key=KEY) as gemini:
         project = _project(tmp_path / "webapp", openai.base_url)
@@ -84,6 +87,12 @@ async def _assert_shown(page: Any) -> None:
     await page.wait_for_function("e => e.complete", arg=handle, timeout=5_000)
     assert await image.evaluate("e => [e.naturalWidth, e.naturalHeight]") == [2, 2]
     assert await page.locator(".provider-results img").count() == 1
+    card = box.locator("details.provider-tool")
+    await expect(card.locator("summary")).to_have_text("code_execution (ran by the provider)")
+    await expect(card.locator(".provider-tool-output")).to_be_hidden()
+    await card.locator("summary").click()
+    await expect(card.locator(".provider-tool-input")).to_have_text("print(6 * 7)")
+    await expect(card.locator(".provider-tool-output")).to_have_text(HOSTILE)
     assert await page.locator("a[href^='javascript']").count() == 0
     assert await page.evaluate("() => window.__pwned") is None
 
@@ -95,6 +104,8 @@ async def test_a_reply_keeps_its_search_results_and_image_on_the_stored_message(
     await _turn(page, "searcher", "find the guide")
     assert await _stored_results(app_server.base_url) == [
         {"type": "image", "mimeType": "image/png", "data": PNG, "url": None},
+        {"type": "tool_result", "id": None, "name": "code_execution", "input": "print(6 * 7)", "output": HOSTILE,
+         "status": "success"},
         {"type": "web_search", "url": "https://example.org/guide", "title": "The guide", "snippet": None},
         {"type": "web_search", "url": "https://news.example.com/a?b=1", "title": HOSTILE, "snippet": None},
         {"type": "web_search", "url": "javascript:window.__pwned = 2", "title": "Click me", "snippet": None}]
