@@ -20,7 +20,7 @@ import pytest
 
 from standardagents.store import SQLStore
 
-__all__ = ["Backend", "backend", "postgres_url", "store"]
+__all__ = ["Backend", "backend", "own_postgres_database", "postgres_url", "store"]
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -106,3 +106,22 @@ async def store(backend: Backend) -> AsyncIterator[SQLStore]:
     yield s
     await s.close()
 
+
+async def own_postgres_database(prefix: str) -> AsyncIterator[str]:
+    """The URL of a PostgreSQL database of its own on the test server, created here and dropped
+    (with its sessions) when the caller is done: for tests whose several processes share one."""
+    base = postgres_url()
+    try:
+        admin = await asyncpg.connect(_asyncpg_dsn(base), timeout=3)
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        reason = f"PostgreSQL not reachable at {base} ({type(exc).__name__}: {exc})"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.rsplit("/", 1)[0] + "/" + name
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()

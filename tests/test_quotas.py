@@ -19,35 +19,22 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import asyncpg
 import httpx
 import pytest
 
 from server_fixtures import write_project
-from standardagents.relay import asyncpg_dsn
 from standardagents.store import SQLStore
 from standardagents.testing import OpenAIStub, StubReply
-from store_fixtures import postgres_url
+from store_fixtures import own_postgres_database
 
 EXE = Path(sys.executable).parent / "standardagents"
 
 
 @pytest.fixture
 async def database() -> AsyncIterator[str]:
-    base = postgres_url()
-    try:
-        admin = await asyncpg.connect(asyncpg_dsn(base), timeout=3)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL not reachable at {base}: {exc}")
-        pytest.skip(f"PostgreSQL not reachable at {base}: {exc}")
-    name = f"sa_quota_{uuid.uuid4().hex[:10]}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.rsplit("/", 1)[0] + "/" + name
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    """A PostgreSQL database of its own (created and dropped here)."""
+    async for url in own_postgres_database("sa_quota"):
+        yield url
 
 
 def _free_port() -> int:

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from server_fixtures import LiveServer, serve_app, write_project
 from standardagents.relay import asyncpg_dsn
 from standardagents.store import SQLStore
-from store_fixtures import postgres_url
+from store_fixtures import own_postgres_database
 
 EXE = Path(sys.executable).parent / "standardagents"
 EVERY_SECOND = {"agents/schedules/every_second.py": """
@@ -36,20 +35,8 @@ EVERY_SECOND = {"agents/schedules/every_second.py": """
 @pytest.fixture
 async def database() -> AsyncIterator[str]:
     """A PostgreSQL database of its own (created and dropped here)."""
-    base = postgres_url()
-    try:
-        admin = await asyncpg.connect(asyncpg_dsn(base), timeout=3)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL not reachable at {base}: {exc}")
-        pytest.skip(f"PostgreSQL not reachable at {base}: {exc}")
-    name = f"sa_sched_{uuid.uuid4().hex[:10]}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.rsplit("/", 1)[0] + "/" + name
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    async for url in own_postgres_database("sa_sched"):
+        yield url
 
 
 def _free_port() -> int:

@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from httpx_sse import aconnect_sse
 
 from standardagents.relay import asyncpg_dsn
 from standardagents.store import open_store
-from store_fixtures import postgres_url
+from store_fixtures import own_postgres_database
 
 EXE = Path(sys.executable).parent / "standardagents"
 QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart"
@@ -37,22 +36,9 @@ def _free_port() -> int:
 
 @pytest.fixture
 async def database() -> AsyncIterator[str]:
-    """A database of its own on the test server (created and dropped here)."""
-    base = postgres_url()
-    try:
-        admin = await asyncpg.connect(asyncpg_dsn(base), timeout=3)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        reason = f"PostgreSQL not reachable at {base} ({type(exc).__name__}: {exc})"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    name = f"sa_workers_{uuid.uuid4().hex[:10]}"
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.rsplit("/", 1)[0] + "/" + name
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    """A PostgreSQL database of its own (created and dropped here)."""
+    async for url in own_postgres_database("sa_workers"):
+        yield url
 
 
 def _start_server(project: Path, port: int, database: str, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
