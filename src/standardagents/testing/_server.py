@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import socket
 import threading
 from collections.abc import Callable
@@ -14,9 +15,30 @@ from typing import Any, Generic, Self, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["LoopbackServer", "ScriptedServer"]
+__all__ = ["LoopbackServer", "ScriptedServer", "read_body", "read_json"]
 
 R = TypeVar("R")
+
+#: what :func:`read_json` answers for a body that is not JSON
+NOT_JSON: Any = None
+
+
+async def read_body(receive: Receive) -> bytes:
+    """A request's whole body, however many ASGI messages it came in."""
+    raw = b""
+    while True:
+        message = await receive()
+        raw += message.get("body", b"")
+        if not message.get("more_body"):
+            return raw
+
+
+async def read_json(receive: Receive) -> Any:
+    """A request's body as JSON (an empty body reads as ``{}``); None when it is not JSON."""
+    try:
+        return json.loads(await read_body(receive) or b"{}")
+    except ValueError:
+        return NOT_JSON
 
 
 class LoopbackServer:

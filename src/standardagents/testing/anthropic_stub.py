@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._server import ScriptedServer
+from ._server import ScriptedServer, read_json
 
 __all__ = ["ERROR_TYPES", "AnthropicReply", "AnthropicStub", "thinking_problems", "validate_messages_request"]
 
@@ -371,16 +371,7 @@ class AnthropicStub(ScriptedServer[AnthropicReply]):
             await self._send_json(send, 404, _error_payload(
                 404, None, f"no route {method} {scope['path']}", 0))
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
+        body = await read_json(receive)
         if not isinstance(body, dict):
             await self._send_json(send, 400, _error_payload(400, None, "the body is not a JSON object", 0))
             return

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._server import ScriptedServer
+from ._server import ScriptedServer, read_body
 
 __all__ = ["STATUS_NAMES", "GeminiReply", "GeminiStub", "normalize_request", "validate_generate_request"]
 
@@ -343,12 +343,7 @@ class GeminiStub(ScriptedServer[GeminiReply]):
         if method != "POST" or route is None:
             await self._send_json(send, 404, _error(404, f"no route {method} {path}"))
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await read_body(receive)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
         key = headers.get("x-goog-api-key")
         if self.strict and not key:

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._server import ScriptedServer
+from ._server import ScriptedServer, read_json
 
 __all__ = ["OpenAIStub", "StubReply", "main"]
 
@@ -250,15 +250,8 @@ class OpenAIStub(ScriptedServer[StubReply]):
             await self._send_json(send, 404, {"error": {"message": f"no route {method} {path}",
                                                         "type": "invalid_request_error"}})
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
+        body = await read_json(receive)
+        if body is None:
             await self._send_json(send, 400, {"error": {"message": "body is not JSON",
                                                         "type": "invalid_request_error"}})
             return
@@ -274,16 +267,7 @@ class OpenAIStub(ScriptedServer[StubReply]):
         """``POST /v1/embeddings``: a deterministic vector per input (the offline embedder's),
         so a client gets the shape OpenAI answers; every body lands in :attr:`embedding_requests`.
         ``embeddings_down`` makes it answer 503, as an embedding endpoint that is down."""
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = None
+        body = await read_json(receive)
         if not isinstance(body, dict) or not isinstance(body.get("input"), str | list):
             await self._send_json(send, 400, {"error": {"message": "'input' must be a string or a list of strings",
                                                         "type": "invalid_request_error"}})
