@@ -12,6 +12,8 @@ import textwrap
 
 import pytest
 
+from test_definitions_typing import MYPY_CACHE  # one warm mypy cache for the typing tests
+
 MISTAKES = '''
 from typing import Any, Protocol
 
@@ -84,7 +86,7 @@ def mypy_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[int,
     (work / "correct.py").write_text(textwrap.dedent(CORRECT))
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-error-summary", "--hide-error-context", "--show-column-numbers",
-         "--no-pretty", "--cache-dir", str(work / ".cache"), "mistakes.py", "correct.py"],
+         "--no-pretty", "--cache-dir", str(MYPY_CACHE), "mistakes.py", "correct.py"],
         cwd=work, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode in (0, 1), proc.stderr + proc.stdout

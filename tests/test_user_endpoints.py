@@ -30,6 +30,7 @@ from standardagents.project import load_project, validate_project
 from standardagents.server import create_app
 from standardagents.server.user_endpoints import user_endpoints_of
 from standardagents.server.users import UserState, UserThreadSummary, UserValueEntry
+from test_definitions_typing import MYPY_CACHE  # one warm mypy cache for the typing tests
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "user-endpoints.md"
 API = "/api"
@@ -386,7 +387,7 @@ def test_a_type_checker_flags_a_public_user_endpoint_and_misspelt_options(tmp_pa
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     proc = subprocess.run([sys.executable, "-m", "mypy", "--explicit-package-bases", "--no-error-summary",
-                           "--hide-error-context", "--no-pretty", "--cache-dir", str(tmp_path / ".cache"),
+                           "--hide-error-context", "--no-pretty", "--cache-dir", str(MYPY_CACHE),
                            "typed.py", "docs_project"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     errors: dict[str, list[str]] = {}
     for line in proc.stdout.splitlines():
