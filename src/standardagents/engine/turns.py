@@ -374,12 +374,15 @@ async def stop(rt: Runtime, thread_id: str, *, timeout: float = 10.0,  # noqa: A
     if owner is None or owner == rt.owner:
         return False
 
-    async def let_go() -> bool:  # its claim goes right after its ``done``
-        holder = await rt.store.get_env("lock", "", thread_id)
-        return not (isinstance(holder, dict) and holder.get("owner") == owner)
-
-    return await _wait_on_thread(rt, thread_id, let_go, timeout,
+    return await _wait_on_thread(rt, thread_id, lambda: _claim_left(rt, thread_id, owner), timeout,
                                  ("stop_requested", {"owner": owner, "rollback": rollback}))
+
+
+async def _claim_left(rt: Runtime, thread_id: str, owner: Any) -> bool:
+    """Whether the process ``owner`` no longer holds the thread's claim (it goes right after
+    the ``done`` of its execution)."""
+    holder = await rt.store.get_env("lock", "", thread_id)
+    return not (isinstance(holder, dict) and holder.get("owner") == owner)
 
 
 async def _wait_on_thread(rt: Runtime, thread_id: str, settled: Callable[[], Awaitable[bool]],
@@ -500,8 +503,7 @@ async def cancel(rt: Runtime, execution_id: str, *, timeout: float = 10.0) -> bo
         # over, and the thread's claim gone with it (or already taken by the thread's next turn)
         if not await _over(rt, execution_id):
             return False
-        holder = await rt.store.get_env("lock", "", record.thread_id)
-        if not (isinstance(holder, dict) and holder.get("owner") == owner):
+        if await _claim_left(rt, record.thread_id, owner):
             return True
         return any(r.id != execution_id for r in await rt.store.list_executions(thread_id=record.thread_id, status="running"))
 
