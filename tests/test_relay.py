@@ -139,6 +139,30 @@ async def test_a_threads_events_from_both_workers_reach_every_subscriber_in_id_o
     assert sorted((e.data["from"], e.data["n"]) for e in got_a) == sorted((w, n) for w in "ab" for n in range(40))
 
 
+async def test_events_left_for_a_later_batch_are_not_overtaken_by_the_peers_own(pg_url: str) -> None:
+    # ten events gather on A while it sends three per statement; B publishes one right after
+    # them (a higher id). A's first announcement must not cover the seven still unsent, or B
+    # would hand its own event to its streams before they arrive.
+    channel = f"sa_test_{uuid.uuid4().hex[:12]}"
+    bus_a, bus_b = EventBus(), EventBus()
+    relay_a = PostgresRelay(bus_a, pg_url, channel=channel, batch=3)
+    relay_b = PostgresRelay(bus_b, pg_url, channel=channel)
+    await relay_a.start()
+    await relay_b.start()
+    try:
+        with bus_b.subscribe("t1") as on_b:
+            for n in range(10):
+                bus_a.emit("message_chunk", "t1", {"from": "a", "n": n})
+            bus_b.emit("message_chunk", "t1", {"from": "b", "n": 0})
+            got = [await on_b.get(WAIT) for _ in range(11)]
+    finally:
+        await relay_a.aclose()
+        await relay_b.aclose()
+    assert [(e.data["from"], e.data["n"]) for e in got] == [("a", n) for n in range(10)] + [("b", 0)]
+    assert [e.id for e in got] == sorted(e.id for e in got)
+    assert relay_b.sequencer.late == 0
+
+
 async def test_event_larger_than_a_notification_arrives_whole(pair: Pair) -> None:
     big = {"text": "é∑" * 40_000 + "x" * 123_457, "items": list(range(5000))}
     with pair.bus_b.subscribe("t1") as sub:

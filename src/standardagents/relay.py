@@ -271,11 +271,17 @@ class PostgresRelay:
             loop.call_soon_threadsafe(self._wake.set)
 
     def _announcement(self, want: bool | None = None) -> str:
-        """This worker's frontier, as a notification (every event it covers is queued before it);
-        ``want`` asks the others for theirs (by default: when events here wait for them)."""
+        """This worker's frontier, as a notification sent after every event it covers; ``want``
+        asks the others for theirs (by default: when events here wait for them).
+
+        Events still in the send queue (more than one batch had gathered) go out after this
+        announcement, so the frontier stays below the lowest of them: a peer passing ids up to
+        it would otherwise hand its own later events to its streams before these arrive."""
         if want is None:
             want = self.sequencer.blocked
         frontier = self.bus.frontier()
+        if self._queue:
+            frontier = min(frontier, min(event.id for event in self._queue) - 1)
         holds = self.bus.holds()
         if len(holds) > 50:  # keep it one small notification: the lowest hold bounds everything
             frontier = min(frontier, min(holds.values()) - 1)
