@@ -6,6 +6,7 @@ the reply grows, and store the reply.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import dataclasses
@@ -240,7 +241,8 @@ async def _call_model(x: Execution, request: ModelRequest, setup: SideSetup, rep
     for i, model in enumerate(chain):
         if i:
             request.model = model.model
-        provider = x.rt.setups.provider_for(model)
+        gate = x.rt.model_gate  # under a shared rate limit the engine retries, each attempt counted
+        provider = x.rt.setups.provider_for(model if gate is None else gate.unretried(model))
         x._used_model = model
         try:
             if not observe.observed:
@@ -273,6 +275,7 @@ async def _call_one(x: Execution, provider: Any, model: Any, request: ModelReque
     endpoint = model.base_url or model.provider
     offered = request.tools
     out = x._output
+    retries = 0
     while True:
         level = latches.level_for(endpoint, model.model) if offered else None
         request.tools = setup.tools_at(level, request.metadata.get("toolNames")) if offered else offered
@@ -295,6 +298,12 @@ async def _call_one(x: Execution, provider: Any, model: Any, request: ModelReque
         except ProviderError as exc:
             if gate is not None and exc.status == 429:
                 await gate.refused(model, exc.retry_after)
+            delay = gate.retry_delay(model, exc, retries) if gate is not None else None
+            if delay is not None:
+                retries += 1
+                log.warning("model %s failed (%s); retry %d through the shared rate limit", model.name, exc, retries)
+                await asyncio.sleep(delay)
+                continue
             if out is not None and exc.before_first_token and out.refused(exc, model, latches):
                 x._step.failed(model, exc)
                 log.warning("%s refused %s output for %s (%s); asking for it as %s", endpoint, out.mode, model.model,

@@ -31,6 +31,9 @@ RATE_LIMITS_ENV = "STANDARDAGENTS_RATE_LIMITS"
 REDIS_URL_ENV = "STANDARDAGENTS_RATE_LIMIT_REDIS_URL"
 #: seconds waited after a 429 that gave no Retry-After
 DEFAULT_BLOCK = 1.0
+#: seconds before the engine's first retry of another retriable failure (doubling, capped)
+RETRY_BACKOFF = 0.5
+RETRY_BACKOFF_CAP = 8.0
 
 #: count a window's use when it stays within both limits (keys: counter, blocked-until key)
 _REDIS_TAKE = """
@@ -96,6 +99,7 @@ class SharedRateLimiter:
         self.redis_url = redis_url if redis_url is not None else os.environ.get(REDIS_URL_ENV)
         self._redis: Any = None
         self._script: Any = None
+        self._unretried: dict[str, tuple[Any, Any]] = {}
 
     async def aclose(self) -> None:
         if self._redis is not None:
@@ -111,6 +115,36 @@ class SharedRateLimiter:
             self._redis = aioredis.from_url(str(self.redis_url))
             self._script = self._redis.register_script(_REDIS_TAKE)
         return self._redis
+
+    def unretried(self, model: Any) -> Any:
+        """``model`` as its provider is built under a shared limit: with no retries of its own.
+
+        A provider (or its SDK) retrying a 429 or a 5xx by itself would send requests the limit
+        never counted; so a limited model's provider does not retry, and the engine retries
+        through :meth:`acquire` (see :meth:`retry_delay`), each attempt counted in the window."""
+        name = getattr(model, "name", "")
+        if name not in self.limits or not getattr(model, "max_retries", 0):
+            return model
+        cached = self._unretried.get(name)
+        if cached is None or cached[0] is not model:
+            cached = self._unretried[name] = (model, model.model_copy(update={"max_retries": 0}))
+        return cached[1]
+
+    def retry_delay(self, model: Any, error: Any, retries: int) -> float | None:
+        """Seconds to wait before the engine sends ``model`` its request again after ``error``
+        (the ``retries``-th retry so far), or None when it should not: the model is not limited
+        here, the error is not retriable or came after the first token, or the model's
+        ``max_retries`` are spent. A 429 waits no more here: :meth:`refused` blocked the model
+        until its ``Retry-After`` and :meth:`acquire` waits for that."""
+        if getattr(model, "name", "") not in self.limits:
+            return None
+        if not getattr(error, "retriable", False) or not getattr(error, "before_first_token", True):
+            return None
+        if retries >= int(getattr(model, "max_retries", 0) or 0):
+            return None
+        if getattr(error, "status", None) == 429:
+            return 0.0
+        return min(RETRY_BACKOFF_CAP, RETRY_BACKOFF * (2 ** retries))
 
     async def acquire(self, model: Any, request: Any) -> None:
         """Wait until the model's shared window has room for this request, and count it."""
