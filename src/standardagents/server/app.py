@@ -21,6 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..engine.runtime import Runtime
 from ..eventlog import event_log_from_env
+from ..forget import listen_for_forgets
 from ..observability import configure_from_env, metrics
 from ..observability.http import ObservabilityMiddleware
 from ..relay import relay_for_store
@@ -156,6 +157,9 @@ def create_app(runtime: RuntimeSource, *, prefix: str = "/api", dev: bool = Fals
             if event_log is not None:
                 event_log.start()
                 server.event_log = server.hub.event_log = event_log
+            if relay is not None:
+                # a user forgotten on another worker: their events kept here are dropped too
+                listen_for_forgets(relay, event_log, rt.store)
             # the turns of gone processes resume only now: their events reach other workers
             # and the event log (for a runtime opened with take_over=True a second, harmless look)
             await rt.take_over()
