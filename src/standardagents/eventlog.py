@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .events import Event, EventBus
@@ -111,6 +112,9 @@ class EventLog:
         self._pending: list[tuple[str, Event]] = []
         self._recent: collections.deque[tuple[str, Event]] = collections.deque(maxlen=recent_max)
         self._since_prune: dict[str, int] = {}
+        #: streams of forgotten threads: events still arriving for them are dropped, until
+        #: the time (monotonic) each maps to
+        self._forgotten: dict[str, float] = {}
         self._pruned_at = time.monotonic()
         self._prune_every = max(1, min(keep // 10, 1000))
         self._wake = asyncio.Event()
@@ -147,6 +151,8 @@ class EventLog:
         not written already)."""
         if not event.id or not event.thread_id:
             return
+        if self._forgotten and self._is_forgotten(event.thread_id):
+            return
         item = (event.thread_id, event)
         self._recent.append(item)
         if event.local and not event.logged:
@@ -160,6 +166,38 @@ class EventLog:
         self._recent.append(item)
         self._queue(item)
         return event
+
+    def _is_forgotten(self, stream: str) -> bool:
+        until = self._forgotten.get(stream)
+        if until is None:
+            return False
+        if until > time.monotonic():
+            return True
+        del self._forgotten[stream]
+        return False
+
+    async def forget(self, threads: Sequence[str], others: Sequence[str] = (), *,
+                     purge: Callable[[list[str]], Awaitable[object]] | None = None) -> int:
+        """Drop every event of these streams kept here (in memory, and not yet written), so no
+        replay on this process returns them; how many were dropped.
+
+        ``threads`` are forgotten threads: their events still arriving (a stopped turn's last
+        ones, relayed late) are dropped for ``recent_seconds``. ``others`` (a user's own
+        stream, which lives on) are only emptied. ``purge`` runs while no batch is being
+        written, so what a batch wrote just before is deleted from the store too."""
+        streams = {*threads, *others}
+        horizon = time.monotonic() + self.recent_seconds
+        for stream in threads:
+            self._forgotten[stream] = horizon
+        async with self._flushing:
+            before = len(self._recent) + len(self._pending)
+            self._recent = collections.deque((i for i in self._recent if i[0] not in streams), maxlen=self._recent.maxlen)
+            self._pending = [i for i in self._pending if i[0] not in streams]
+            for stream in streams:
+                self._since_prune.pop(stream, None)
+            if purge is not None and streams:
+                await purge(sorted(streams))
+            return before - len(self._recent) - len(self._pending)
 
     def _queue(self, item: tuple[str, Event]) -> None:
         pending = self._pending
@@ -222,6 +260,9 @@ class EventLog:
         horizon = time.time() - self.recent_seconds
         while recent and recent[0][1].ts < horizon:
             recent.popleft()
+        if self._forgotten:
+            now = time.monotonic()
+            self._forgotten = {s: until for s, until in self._forgotten.items() if until > now}
 
     # ------------------------------------------------------------ replay
 

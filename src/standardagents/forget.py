@@ -8,19 +8,35 @@ loses their threads' rows, so a table added later is covered without a change he
 account and its API tokens stay (the person may still sign in); everything runs in one
 transaction, so a failure leaves all of it in place. Running turns of the user's threads are
 stopped first, in this process or any worker sharing the database.
+
+Every worker also keeps its recent events in memory for replay (:class:`~standardagents.eventlog.EventLog`).
+After the transaction, this process empties its own of the user's streams, then asks every
+other worker through the PostgreSQL relay to do the same (a control message each answers once
+done), and waits for their answers: a relay message rather than a check on every replay,
+because only the workers can drop what they hold, including events not yet written that a
+check on reads could not stop from landing in the log after the delete. Each worker also
+deletes the streams' log rows again while none of its batches is being written, so a batch
+that was on its way when the transaction ran leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
+from .eventlog import user_stream_key
 from .store.schema import metadata
 
-__all__ = ["ForgetReport", "forget_user"]
+__all__ = ["FORGET_STREAMS", "ForgetReport", "forget_user", "listen_for_forgets", "purge_streams"]
+
+#: the relay's control message asking a worker to drop forgotten streams' events
+FORGET_STREAMS = "forget-streams"
+#: thread ids per control message (one PostgreSQL notification holds under 8000 bytes)
+_PER_MESSAGE = 100
 
 #: the account itself: kept, so forgetting data does not lock the person out
 _ACCOUNT_TABLES = frozenset({"users", "api_tokens"})
@@ -35,6 +51,9 @@ class ForgetReport:
     threads: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
     removed: dict[str, int] = field(default_factory=dict)
+    #: other workers asked to drop the user's events from memory, and those that confirmed
+    workers: int = 0
+    confirmed: int = 0
 
     @property
     def total(self) -> int:
@@ -42,7 +61,8 @@ class ForgetReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"userId": self.user_id, "threads": self.threads, "stopped": self.stopped,
-                "removed": self.removed, "total": self.total}
+                "removed": self.removed, "total": self.total,
+                "workers": {"asked": self.workers, "confirmed": self.confirmed}}
 
 
 def _user_threads(conn: Connection, user_id: str) -> list[str]:
@@ -93,11 +113,37 @@ def _forget(conn: Connection, user_id: str) -> tuple[list[str], dict[str, int]]:
     return thread_ids, removed
 
 
-async def forget_user(store: Any, user_id: str, *, runtime: Any = None) -> ForgetReport:
+def _purge(conn: Connection, streams: list[str]) -> int:
+    log_rows, floors = metadata.tables["event_log"], metadata.tables["event_floors"]
+    n = conn.execute(sa.delete(log_rows).where(log_rows.c.stream.in_(streams))).rowcount or 0
+    return int(n) + int(conn.execute(sa.delete(floors).where(floors.c.stream.in_(streams))).rowcount or 0)
+
+
+async def purge_streams(store: Any, streams: list[str]) -> int:
+    """Delete these streams' event-log rows (and floors); how many rows."""
+    return int(await store._run(_purge, list(streams))) if streams else 0
+
+
+def listen_for_forgets(relay: Any, event_log: Any, store: Any) -> None:
+    """Make this worker drop forgotten streams' events when another worker asks (see the
+    module's docstring)."""
+    async def handle(body: dict[str, Any]) -> None:
+        threads, others = [str(t) for t in body.get("threads") or []], [str(s) for s in body.get("others") or []]
+        if event_log is not None:
+            await event_log.forget(threads, others, purge=functools.partial(purge_streams, store))
+        else:
+            await purge_streams(store, [*threads, *others])
+
+    relay.controls[FORGET_STREAMS] = handle
+
+
+async def forget_user(store: Any, user_id: str, *, runtime: Any = None, event_log: Any = None,
+                      relay: Any = None) -> ForgetReport:
     """Remove everything of ``user_id`` from ``store`` (a :class:`SQLStore`) and report it.
 
     With ``runtime``, the user's running turns (here or on other workers) are stopped first,
-    so no turn writes into a thread after it is gone."""
+    so no turn writes into a thread after it is gone. ``event_log`` (this process's) and
+    ``relay`` (to the other workers) drop the user's events kept in memory too."""
     report = ForgetReport(user_id)
     if runtime is not None:
         ids = await store._run(_user_threads, user_id, write=False)
@@ -105,4 +151,11 @@ async def forget_user(store: Any, user_id: str, *, runtime: Any = None) -> Forge
             if await runtime.stop(thread_id):
                 report.stopped.append(thread_id)
     report.threads, report.removed = await store._run(_forget, user_id)
+    others = [user_stream_key(user_id)]
+    if event_log is not None:
+        await event_log.forget(report.threads, others, purge=functools.partial(purge_streams, store))
+    if relay is not None:
+        chunks = [report.threads[i:i + _PER_MESSAGE] for i in range(0, len(report.threads), _PER_MESSAGE)] or [[]]
+        bodies = [{"threads": chunk, "others": others if n == 0 else []} for n, chunk in enumerate(chunks)]
+        report.workers, report.confirmed = await relay.broadcast(FORGET_STREAMS, bodies)
     return report

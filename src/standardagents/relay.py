@@ -54,6 +54,14 @@ cost is small (about a microsecond on the publisher's path; encoding, sending an
 processes' decoding happen off it). While a relay is attached the bus reports listeners for
 every thread, so the engine always builds its events.
 
+Control messages (``<origin>:c:<json>``, ``{"k": kind, "n": token, "b": body}``): a worker
+asks the others to do something now, e.g. drop a forgotten user's events from their memory
+(:meth:`PostgresRelay.broadcast`); each runs its handler for the kind (none: nothing to do)
+and answers ``<origin>:a:<json>`` (``{"n": token}``), and the sender waits for the answers of
+the peers it knows, bounded in time. A relay of an older version logs such a message as
+unreadable and ignores it (its part counter is not a number), and is not waited for beyond
+the bound.
+
 SQLite has no relay: it is a single-host database, and several workers on SQLite each see
 only the live events of the executions they run themselves.
 """
@@ -69,6 +77,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy.engine import make_url
@@ -172,6 +181,12 @@ class PostgresRelay:
         self._watch: asyncio.Task[None] | None = None
         #: one statement at a time on the connection (sends and the look at the peers' sessions)
         self._using = asyncio.Lock()
+        #: what this worker does when another asks (control messages), by kind
+        self.controls: dict[str, Callable[[dict[str, Any]], Awaitable[object]]] = {}
+        #: control messages sent and waiting for answers: token -> peers that answered
+        self._answers: dict[str, set[str]] = {}
+        self._answered = asyncio.Condition()
+        self._handling: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -433,6 +448,91 @@ class PostgresRelay:
                 return
             self.sent += len(batch)
 
+    # ------------------------------------------------------------ control messages
+
+    async def broadcast(self, kind: str, bodies: Sequence[dict[str, Any]], *,
+                        timeout: float = 5.0) -> tuple[int, int]:  # noqa: ASYNC109 - a bounded wait for callers
+        """Ask every other worker to run its ``kind`` handler on each body, and wait (at most
+        ``timeout`` seconds) until each peer known now has answered every one: ``(peers,
+        peers that answered all)``. A body must fit one notification."""
+        peers = set(self.sequencer.peers)
+        tokens = [uuid.uuid4().hex for _ in bodies]
+        payloads = []
+        for token, body in zip(tokens, bodies, strict=True):
+            payload = f"{self.origin}:c:" + _ENCODER.encode({"k": kind, "n": token, "b": body})
+            if len(payload) > MAX_PAYLOAD:
+                raise ValueError(f"a control message of {len(payload)} bytes does not fit one notification")
+            payloads.append(payload)
+            self._answers[token] = set()
+        if not payloads:
+            return len(peers), len(peers)
+
+        def answered() -> set[str]:
+            return {p for p in peers if all(p in self._answers[t] for t in tokens)}
+
+        try:
+            await self._send_now(payloads)
+            if peers:
+                async with self._answered:
+                    with contextlib.suppress(TimeoutError):
+                        # a peer found gone meanwhile is not waited for
+                        await asyncio.wait_for(self._answered.wait_for(
+                            lambda: answered() >= (peers & set(self.sequencer.peers))), timeout)
+            done = answered()
+        finally:
+            for token in tokens:
+                self._answers.pop(token, None)
+        if len(done) < len(peers):
+            log.warning("event relay: %d of %d other worker(s) did not confirm %r within %.1fs",
+                        len(peers) - len(done), len(peers), kind, timeout)
+        return len(peers), len(done)
+
+    async def _send_now(self, payloads: list[str]) -> None:
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            raise StoreError("the event relay is not connected to PostgreSQL")
+        async with self._using:
+            await conn.execute(_SEND_SQL, self.channel, payloads, timeout=self.keepalive)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._handling.add(task)
+        task.add_done_callback(self._handling.discard)
+
+    def _on_control(self, origin: str, body: str) -> None:
+        try:
+            raw = json.loads(body)
+            kind, token, data = str(raw["k"]), str(raw["n"]), raw.get("b") or {}
+        except (ValueError, KeyError, TypeError):
+            log.warning("event relay ignored a control message it cannot read from %s", origin)
+            return
+        self._spawn(self._handle(kind, token, data))
+
+    async def _handle(self, kind: str, token: str, data: dict[str, Any]) -> None:
+        handler = self.controls.get(kind)
+        try:
+            if handler is not None:
+                await handler(data)
+        except Exception:
+            log.exception("event relay: the %r asked by another worker failed", kind)
+            return  # unanswered: the sender says it was not confirmed
+        try:
+            await self._send_now([f"{self.origin}:a:" + _ENCODER.encode({"n": token})])
+        except Exception as exc:
+            log.warning("event relay: could not confirm %r to the other worker: %s", kind, exc)
+
+    async def _on_answer(self, origin: str, body: str) -> None:
+        try:
+            token = str(json.loads(body)["n"])
+        except (ValueError, KeyError, TypeError):
+            return
+        answers = self._answers.get(token)
+        if answers is None:
+            return  # another worker's, or given up
+        async with self._answered:
+            answers.add(origin)
+            self._answered.notify_all()
+
     # ------------------------------------------------------------ remote side
 
     def _on_announcement(self, origin: str, body: str, session: int) -> None:
@@ -461,6 +561,13 @@ class PostgresRelay:
                 self._on_announcement(origin, rest, pid)
                 return
             if origin == self.origin:
+                return
+            if seq == "c":
+                self._on_control(origin, rest)
+                return
+            if seq == "a":
+                if self._answers:
+                    self._spawn(self._on_answer(origin, rest))
                 return
             part, total, chunk = rest.split(":", 2)
             index, count = int(part), int(total)

@@ -188,10 +188,12 @@ async def forget_user_data(request: Request) -> Response:
     if not caller.is_admin:
         raise ApiError(403, "only an admin may forget a user's data")
     user_id = request.path_params["user_id"]
-    runtime = server_of(request).runtime
+    server = server_of(request)
+    runtime = server.runtime
     if await runtime.store.get_user(user_id) is None:
         raise ApiError(404, f"unknown user {user_id!r}")
-    report = await forget_user(runtime.store, user_id, runtime=runtime)
+    report = await forget_user(runtime.store, user_id, runtime=runtime, event_log=server.event_log,
+                               relay=server.extra.get("relay"))
     return JSONResponse(report.to_dict())
 
 
