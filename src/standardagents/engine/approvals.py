@@ -174,8 +174,8 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     the continuation's own ``options`` when given (client tools answered and offered again)."""
     from . import resume as resuming
     from .client_tools import ClientTools
-    from .compaction import place_summaries
     from .digest import CHANGED_KEY
+    from .history import turn_history
     from .loop import Execution, ExecutionResult
     from .options import STATE_KEY as OPTIONS_KEY
     from .options import TurnOptions
@@ -233,7 +233,7 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
     rt._running[thread.id] = task
     rt._executions[thread.id] = execution
     try:
-        ex.message_history = place_summaries(await rt.store.list_messages(thread.id))
+        ex.message_history = await turn_history(execution, resumed=True)
         rt.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": record.side, "resumed": True})
         return await observe.run_execution(execution)
     finally:

@@ -20,10 +20,10 @@ from . import approvals, recovery, threadops
 from . import busy as busy_policy
 from . import client_tools as client_tools_mod
 from . import resume as resuming
-from .compaction import place_summaries
 from .digest import DIGEST_KEY
 from .done import publish_done
 from .handover import HANDED_OVER
+from .history import turn_history
 from .loop import Execution, ExecutionResult
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions, TurnRequest
@@ -258,7 +258,7 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
     try:
         if not carried:  # what the turn runs on, to tell later (a wait, a crash) whether a deploy changed it
             record.state[DIGEST_KEY] = await rt.setups.definitions_digest(agent, thread.package)
-        ex.message_history = place_summaries(await rt.store.list_messages(thread.id))
+        ex.message_history = await turn_history(execution)
         if message is not None and ex.message_history and ex.message_history[-1].role == "tool":
             # a turn left waiting for client tool results, answered through the history
             # with a new message: the conversation moved on, the wait lapses

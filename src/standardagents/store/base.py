@@ -68,6 +68,14 @@ class Store(Protocol):
         self, thread_id: str, *, limit: int | None = None, offset: int = 0,
         include_silent: bool = True, include_hidden: bool = True, newest_first: bool = False,
     ) -> list[Message]: ...
+    async def list_context_messages(self, thread_id: str) -> list[Message]:
+        """The messages from the thread's oldest one not hidden on (from its newest when all
+        are hidden), oldest first: the part of the history a model context can hold, read
+        in time bounded by its length, not the thread's."""
+        ...
+    async def message_positions(self, thread_id: str, message_ids: list[str]) -> dict[str, int]:
+        """The ``seq`` of each of these messages of the thread that exists."""
+        ...
     async def delete_messages(self, thread_id: str, message_ids: list[str]) -> int:
         """Delete these messages of the thread (and their tool results) in one transaction;
         returns how many messages went."""

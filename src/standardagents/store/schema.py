@@ -89,6 +89,8 @@ messages = Table(
     Column("updated_at", BigInteger),
     Column("cost", Float),
     Index("ix_messages_thread_seq", "thread_id", "seq"),
+    # where a turn's context starts: the thread's oldest message not hidden (contextops)
+    Index("ix_messages_thread_hidden_seq", "thread_id", "hidden", "seq"),
 )
 
 tool_results = Table(

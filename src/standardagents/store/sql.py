@@ -32,7 +32,7 @@ from sqlalchemy.pool import StaticPool
 from ..exceptions import NotFoundError, StandardAgentsError, StoreError, StoreUnavailable
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
 from ..records import ExecutionRecord, Fence, FileRecord, LogRecord, Message, ThreadRecord, now_ms
-from . import eventops, fileops, ops
+from . import contextops, eventops, fileops, ops
 from .checks import check_json, check_key, check_path, check_text, check_window
 from .fastpath import SQLiteFastPath
 from .migrate import upgrade_to_head
@@ -444,6 +444,23 @@ class SQLStore:
         fn = self._sqlite_list if self.dialect == "sqlite" else ops.list_messages
         return await self._run(fn, thread_id, limit, offset, include_silent,
                                include_hidden, newest_first, write=False)
+
+    async def list_context_messages(self, thread_id: str) -> list[Message]:
+        """The thread's messages from the oldest one not hidden on (from the newest when all
+        are hidden), in order: what a turn's context is built from, read in O(context)."""
+        check_text("thread id", thread_id)
+        if self.dialect == "sqlite":
+            return await self._run(self._sqlite_context, thread_id, write=False)
+        return await self._run(contextops.list_context_messages, thread_id, write=False)
+
+    def _sqlite_context(self, _conn: Connection, thread_id: str) -> list[Message]:
+        assert self._engine is not None
+        return contextops.sqlite_context_messages(self._cursor, self._engine.dialect, thread_id)
+
+    async def message_positions(self, thread_id: str, message_ids: list[str]) -> dict[str, int]:
+        """The stored position (``seq``) of each of these messages of the thread that exists."""
+        check_text("thread id", thread_id)
+        return await self._run(contextops.message_positions, thread_id, list(message_ids), write=False)
 
     async def delete_messages(self, thread_id: str, message_ids: list[str]) -> int:
         check_text("thread id", thread_id)
