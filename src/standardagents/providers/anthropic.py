@@ -22,6 +22,7 @@ import httpx2
 from ..exceptions import ProviderError
 from ..observability.tracing import trace_headers
 from ..records import ToolCall, Usage
+from ._wire import decode_json, drain, encode_body
 from .base import (
     ModelProvider,
     ModelRequest,
@@ -236,6 +237,8 @@ class AnthropicStreamAssembler:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.model: str | None = None
+        #: whether a delta has been handed on (a failure after it cannot be retried unseen)
+        self.delivered = False
 
     def feed(self, event: Mapping[str, Any]) -> list[StreamDelta]:
         kind = event.get("type")
@@ -322,17 +325,14 @@ def _error_detail(body: Any, fallback: str) -> tuple[str | None, str]:
     return None, fallback
 
 
-def _event_dict(event: Any) -> dict[str, Any]:
-    if isinstance(event, Mapping):
-        return dict(event)
-    dumped: dict[str, Any] = event.model_dump(mode="json", exclude_none=True)
-    return dumped
-
-
 class AnthropicProvider(ModelProvider):
     """Claude models through the ``anthropic`` SDK (``ANTHROPIC_API_KEY`` when no key is given).
 
-    The SDK retries failed connections and 408/409/429/5xx answers before any token arrives.
+    The SDK owns authentication, headers, HTTP error decoding and retries (failed connections
+    and 408/409/429/5xx answers, before any token arrives, honouring ``retry-after``); this
+    class sends the body as prepared JSON through the SDK's raw client and reads the reply as
+    plain JSON, one orjson parse per stream event and no SDK object per delta, because that
+    per-event work was most of a call's client-side CPU.
     """
 
     name = "anthropic"
@@ -359,8 +359,11 @@ class AnthropicProvider(ModelProvider):
         if http_client is not None:
             kwargs["http_client"] = http_client
         self.client = anthropic.AsyncAnthropic(**kwargs)
+        #: the failures met while reading a body, which the SDK reports as connection errors
+        self._read_errors: tuple[type[BaseException], ...] = (httpx2.HTTPError, anthropic.APIConnectionError)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
+        """The Messages API body for ``request`` (without ``stream``)."""
         system, messages = to_anthropic_messages(request.messages)
         params: dict[str, Any] = {"model": request.model, "messages": messages,
                                   "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS}
@@ -375,31 +378,36 @@ class AnthropicProvider(ModelProvider):
                 params["tool_choice"] = choice
         if request.stop:
             params["stop_sequences"] = request.stop
-        if request.timeout is not None:
-            params["timeout"] = request.timeout
-        # Sampling options go in the body: recent SDKs no longer take them as arguments,
-        # and the endpoint (not the SDK) is the one to accept or refuse them.
-        body: dict[str, Any] = {}
+        # Sampling options go in the body as the endpoint (not the SDK) accepts or refuses them.
         if request.temperature is not None:
-            body["temperature"] = request.temperature
+            params["temperature"] = request.temperature
         if request.top_p is not None:
-            body["top_p"] = request.top_p
-        body.update(request.extra_body)
-        if body:
-            params["extra_body"] = body
+            params["top_p"] = request.top_p
+        params.update(request.extra_body)
         return params
 
-    def _error(self, exc: Exception, first_token: bool) -> ProviderError:
+    async def _post(self, request: ModelRequest, stream: bool) -> httpx2.Response:
+        """Send the request through the SDK's client (its headers, errors and retries) and
+        hand back the bare HTTP response: for a stream, with its body still unread."""
+        body = self._params(request)
+        if stream:
+            body["stream"] = True
+        options: dict[str, Any] = {}
+        if request.timeout is not None:
+            options["timeout"] = request.timeout
+        traced = trace_headers()
+        if traced:
+            options["headers"] = traced
+        response: httpx2.Response = await self.client.post(
+            "/v1/messages", cast_to=httpx2.Response, content=encode_body(body),
+            options=options, stream=stream)  # type: ignore[call-overload]
+        return response
+
+    def _error(self, exc: BaseException, first_token: bool) -> ProviderError:
         sdk = self._sdk
         if isinstance(exc, sdk.APIStatusError):
             kind, detail = _error_detail(exc.body, exc.message)
             status = exc.status_code
-            if status < 400:  # an ``error`` event inside a stream that began with HTTP 200
-                status = _STREAM_ERROR_STATUS.get(kind or "", 500)
-                return ProviderError(f"Anthropic stream failed with {kind or 'an error'}: {detail}",
-                                     status=status, body=exc.body,
-                                     retriable=status in (408, 409, 429) or status >= 500,
-                                     code="stream_error", before_first_token=first_token)
             named = f" {kind}" if kind else ""
             return ProviderError(f"Anthropic answered HTTP {status}{named}: {detail}", status=status,
                                  body=exc.body, retriable=status in (408, 409, 429) or status >= 500,
@@ -407,31 +415,107 @@ class AnthropicProvider(ModelProvider):
         if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
             return ProviderError("Anthropic request timed out", retriable=True, code="timeout",
                                  before_first_token=first_token)
-        return ProviderError(f"connection to Anthropic failed: {exc}", retriable=True,
+        # a body that failed while it was read says what the SDK said of it
+        reason = "Connection error." if isinstance(exc, httpx2.HTTPError) else str(exc)
+        return ProviderError(f"connection to Anthropic failed: {reason}", retriable=True,
                              code="connection", before_first_token=first_token)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         try:
-            message = await self.client.messages.create(**self._params(request), extra_headers=trace_headers() or None)
-        except self._sdk.APIError as exc:
+            response = await self._post(request, stream=False)
+            content = response.content
+        except (self._sdk.APIError, httpx2.HTTPError) as exc:
             raise self._error(exc, True) from exc
-        return from_anthropic_message(message.model_dump(mode="json"))
+        try:
+            data = decode_json(content)
+        except ValueError as exc:
+            raise ProviderError("Anthropic returned a body that is not JSON",
+                                body=response.text[:2000], code="invalid_response") from exc
+        if not isinstance(data, dict):
+            raise ProviderError("Anthropic returned an unexpected body", body=data,
+                                code="invalid_response")
+        return from_anthropic_message(data)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta]:
         assembler = AnthropicStreamAssembler()
-        delivered = False
         try:
-            events = await self.client.messages.create(**self._params(request), stream=True, extra_headers=trace_headers() or None)
-            try:
-                async for event in events:
-                    for delta in assembler.feed(_event_dict(event)):
-                        delivered = True
-                        yield delta
-            finally:  # also when the consumer stops early: give the connection back
-                await events.close()
-        except (self._sdk.APIError, httpx2.TransportError) as exc:
-            raise self._error(exc, not delivered) from exc
+            response = await self._post(request, stream=True)
+        except self._sdk.APIError as exc:
+            raise self._error(exc, True) from exc
+        try:
+            async for delta in self._read_stream(response, assembler):
+                yield delta
+        except self._read_errors as exc:
+            raise self._error(exc, not assembler.delivered) from exc
+        finally:  # also when the consumer stops early: give the connection back
+            await response.aclose()
         yield StreamEnd(assembler.response())
+
+    async def _read_stream(self, response: httpx2.Response,
+                           assembler: AnthropicStreamAssembler) -> AsyncIterator[StreamDelta]:
+        """Server-sent events, split by hand: an event's ``data`` lines are joined and parsed
+        once, events without a name and ``ping`` are skipped (as the SDK skips them), an
+        ``error`` event fails the stream, and after ``message_stop`` the rest of the body is
+        drained so the connection is kept."""
+        chunks = response.aiter_bytes()
+        buffer = b""
+        event: bytes | None = None
+        data: list[bytes] = []
+        async for raw in chunks:
+            buffer += raw
+            while True:
+                cut = buffer.find(b"\n")
+                if cut < 0:
+                    break
+                line = buffer[:cut]
+                buffer = buffer[cut + 1:]
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                if line:
+                    if line.startswith(b"data:"):
+                        data.append(line[6:] if line[5:6] == b" " else line[5:])
+                    elif line.startswith(b"event:"):
+                        event = line[6:].strip()
+                    continue
+                name, lines = event, data
+                event, data = None, []
+                if name is None or name == b"ping" or not lines:
+                    if name != b"error":
+                        continue
+                payload = lines[0] if len(lines) == 1 else b"\n".join(lines)
+                if name == b"error":
+                    raise self._stream_error(payload, not assembler.delivered)
+                try:
+                    parsed = decode_json(payload)
+                except ValueError as exc:
+                    raise ProviderError("Anthropic sent a stream event that is not JSON",
+                                        body=payload[:2000].decode(errors="replace"),
+                                        code="invalid_response",
+                                        before_first_token=not assembler.delivered) from exc
+                for delta in assembler.feed(parsed):
+                    assembler.delivered = True
+                    yield delta
+                if name == b"message_stop":
+                    await drain(chunks, self._read_errors)
+                    return
+
+    def _stream_error(self, payload: bytes, first_token: bool) -> ProviderError:
+        """An ``error`` event inside a stream that began with HTTP 200, with the status its
+        ``error.type`` stands for."""
+        body: Any
+        try:
+            body = decode_json(payload)
+            fallback = f"{body}"
+        except ValueError:
+            body = payload.decode(errors="replace")
+            fallback = body or "Error code: 200"
+        kind, detail = _error_detail(body, fallback)
+        status = _STREAM_ERROR_STATUS.get(kind or "", 500)
+        return ProviderError(f"Anthropic stream failed with {kind or 'an error'}: {detail}",
+                             status=status, body=body,
+                             retriable=status in (408, 409, 429) or status >= 500,
+                             code="stream_error", before_first_token=first_token)
 
     async def aclose(self) -> None:
         await self.client.close()
+
