@@ -23,11 +23,13 @@ from urllib.parse import urlsplit
 
 import httpx2
 import openai
-import orjson
 
 from ..exceptions import ProviderError
 from ..observability.tracing import trace_headers
 from ..records import ToolCall, Usage
+from ._wire import decode_json as _decode
+from ._wire import drain
+from ._wire import encode_body as _encode
 from .base import (
     ModelProvider,
     ModelRequest,
@@ -48,9 +50,6 @@ _BACKOFF_BASE = 0.05
 _BACKOFF_CAP = 2.0
 _RETRY_AFTER_CAP = 10.0
 _KEEPALIVE = 1000
-#: after ``[DONE]``: how long and how much more of a stream is read to keep its connection
-_DRAIN_SECONDS = 0.5
-_DRAIN_BYTES = 64 * 1024
 _POOL_SHARDS = 8
 
 
@@ -109,26 +108,6 @@ def _reasoning_of(source: Mapping[str, Any]) -> str | None:
         inner = value.get("content") or value.get("text")
         return inner if isinstance(inner, str) else None
     return None
-
-
-def _encode(body: dict[str, Any]) -> bytes:
-    """The request body as compact UTF-8 JSON: orjson (a few times faster on a long history),
-    or the standard library for what orjson refuses (integers past 64 bits), so a body that
-    cannot be sent is refused with the same error as before. (A NaN becomes ``null``, valid
-    JSON, where the standard library wrote a bare ``NaN``.)"""
-    try:
-        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
-    except (TypeError, orjson.JSONEncodeError):
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _decode(payload: bytes) -> Any:
-    """One JSON document (a body or a stream chunk): orjson, or the standard library for what
-    orjson refuses (``NaN``, ``Infinity``); a ``ValueError`` when it is not JSON."""
-    try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return json.loads(payload)
 
 
 def _new_call_id() -> str:
@@ -434,7 +413,7 @@ class OpenAIProvider(ModelProvider):
             raise _Attempt(_transport_error(exc, self.base_url, first_token=state.delivered == 0),
                            None) from exc
         if done:
-            await _drain(chunks)
+            await drain(chunks, (httpx2.TransportError, openai.APIConnectionError))
         if not done and not state.finish_reason and not state.any_chunk:
             raise _Attempt(ProviderError(
                 f"model endpoint {self.base_url} closed the stream before sending anything",
@@ -444,22 +423,6 @@ class OpenAIProvider(ModelProvider):
         """Close the connection pool (unless the caller supplied its own HTTP client)."""
         if self._owns_http:
             await asyncio.gather(*(client.close() for client in self._clients))
-
-
-async def _drain(chunks: AsyncIterator[bytes]) -> None:
-    """Read what follows ``[DONE]`` (normally only the end of the chunked body), so the
-    connection goes back to the pool: closing a response with its body unread closes the
-    connection, and the next call would open a new one. A server that keeps sending, stalls
-    or fails after ``[DONE]`` is cut off (the reply is complete either way)."""
-    left = _DRAIN_BYTES
-    try:
-        async with asyncio.timeout(_DRAIN_SECONDS):
-            async for raw in chunks:
-                left -= len(raw)
-                if left < 0:
-                    return
-    except (TimeoutError, httpx2.TransportError, openai.APIConnectionError):
-        return
 
 
 class _StreamState:
