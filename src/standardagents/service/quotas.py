@@ -84,30 +84,38 @@ class Quotas:
         thread = await self.rt.store.get_thread(thread_id)
         if thread is None:
             return None  # the start itself reports the unknown thread
-        if self.policy.by == "tenant":
-            tenant = (thread.metadata or {}).get("tenant")
-            who = f"tenant:{tenant}" if tenant is not None else f"user:{thread.user_id}"
-        else:
-            who = f"user:{thread.user_id}"
+        tenant = (thread.metadata or {}).get("tenant") if self.policy.by == "tenant" else None
+        if not isinstance(tenant, str):
+            tenant = None
+        who = f"tenant:{tenant}" if tenant is not None else f"user:{thread.user_id}"
         deadline = time.monotonic() + self.policy.max_wait
         while True:
             try:
-                return await self._try(who, thread.user_id)
+                return await self._try(who, thread.user_id, tenant)
             except QuotaExceeded as exc:
                 left = deadline - time.monotonic()
                 if self.policy.on_limit != "wait" or left <= 0:
                     raise
                 await asyncio.sleep(min(left, exc.retry_after, 1.0))
 
-    async def _try(self, who: str, user_id: str | None) -> Release | None:
+    async def _spent_today(self, day: int, user_id: str, tenant: str | None) -> tuple[int, float]:
+        """Tokens and cost of today's model replies: the whole tenant's (every user of it, in
+        the threads stamped with it) with ``by="tenant"``, else the user's."""
+        if tenant is not None:
+            pairs = await run_op(self.rt.store, ops.tenant_usage, tenant, day, write=False)
+        else:
+            pairs = [(r.get("usage"), r.get("cost")) for r in await self.rt.store.list_usage(user_id=user_id, since=day)]
+        tokens = sum(int((usage or {}).get("totalTokens") or (usage or {}).get("total_tokens") or 0)
+                     for usage, _ in pairs)
+        return tokens, sum(float(cost or 0) for _, cost in pairs)
+
+    async def _try(self, who: str, user_id: str | None, tenant: str | None = None) -> Release | None:
         policy = self.policy
         now = now_ms()
-        if (policy.tokens_per_day is not None or policy.cost_per_day is not None) and user_id is not None:
+        if (policy.tokens_per_day is not None or policy.cost_per_day is not None) and (
+                user_id is not None or tenant is not None):
             day = now - now % DAY_MS
-            rows = await self.rt.store.list_usage(user_id=user_id, since=day)
-            tokens = sum(int((r.get("usage") or {}).get("totalTokens") or (r.get("usage") or {}).get("total_tokens")
-                             or 0) for r in rows)
-            cost = sum(float(r.get("cost") or 0) for r in rows)
+            tokens, cost = await self._spent_today(day, user_id or "", tenant)
             until_midnight = (day + DAY_MS - now) / 1000
             if policy.tokens_per_day is not None and tokens >= policy.tokens_per_day:
                 raise QuotaExceeded(f"{who} has used {tokens} tokens today, over tokensPerDay ({policy.tokens_per_day})",

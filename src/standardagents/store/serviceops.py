@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from .base import Store
+from .schema import messages, threads
 from .schema_service import (
     quota_slots,
     rate_blocks,
@@ -458,3 +459,14 @@ def block(conn: Connection, key: str, until: int) -> None:
 def blocked_until(conn: Connection, key: str) -> int:
     value = conn.execute(select(rate_blocks.c.until).where(rate_blocks.c.key == key)).scalar()
     return int(value or 0)
+
+
+def tenant_usage(conn: Connection, tenant: str, since: int) -> list[tuple[Any, Any]]:
+    """``(usage, cost)`` of every model reply since ``since`` in the threads of ``tenant`` (the
+    ``tenant`` their creator's identity stamped in their metadata), whoever of the tenant's
+    users asked: what a tenant's daily token and cost quotas add up."""
+    stmt = (select(messages.c.usage, messages.c.cost)
+            .select_from(messages.join(threads, threads.c.id == messages.c.thread_id))
+            .where(messages.c.role == "assistant", messages.c.usage.is_not(None), messages.c.created_at >= since,
+                   threads.c.metadata["tenant"].as_string() == tenant))
+    return [(r[0], r[1]) for r in conn.execute(stmt)]
