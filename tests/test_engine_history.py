@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import event
-from store_fixtures import Backend
 
 from engine_helpers import stub_model
 from standardagents import Runtime, define_agent, define_prompt, define_tool
@@ -22,6 +21,7 @@ from standardagents.records import Message, ThreadRecord
 from standardagents.store import SQLStore
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from standardagents.toolcalls import SUMMARY_PREFIX
+from store_fixtures import Backend
 
 AGENT = define_agent(name="helper", side_a={"prompt": "main"})
 PROMPT = define_prompt(name="main", prompt="You help.")
