@@ -62,7 +62,7 @@ async def main(threads: int) -> None:
                 if i in marks:
                     gc.collect()
                     cache = len(rt.llm_cache)
-                    print(f"{i:>8} {rss_mb():>8.1f} {cache:>14} {len(rt._locks):>13}", flush=True)
+                    print(f"{i:>8} {rss_mb():>8.1f} {cache:>14} {len(rt.inflight.locks):>13}", flush=True)
         finally:
             await rt.aclose()
 

@@ -19,12 +19,12 @@ async def test_the_conversion_cache_and_the_thread_locks_stay_bounded(make_runti
         results = await asyncio.gather(*(rt.send(t.id, f"hello {round_}") for t in threads))
         assert all(r.stop_reason == "complete" for r in results)
         assert len(rt.llm_cache) <= 40
-        assert rt._locks == {}
+        assert rt.inflight.locks == {}
     # a message queued behind another on the same thread shares its lock, which then goes too
     thread = await rt.create_thread("helper")
     first, second = await rt.start(thread.id, "one"), await rt.start(thread.id, "two")
     await asyncio.gather(first, second)
-    assert rt._locks == {}
+    assert rt.inflight.locks == {}
     assert len(await rt.store.list_messages(thread.id)) == 4
 
 

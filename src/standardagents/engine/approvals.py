@@ -31,9 +31,9 @@ from .approval_tokens import (
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
+    from .hosts import ApprovalsHost
     from .options import TurnOptions
     from .results import ExecutionResult
-    from .runtime import Runtime
 
 __all__ = [
     "TOKEN_MAX_AGE",
@@ -71,7 +71,7 @@ def may_approve(approvers: list[str], thread: ThreadRecord, decider: Decider | N
                 return True
     return False
 
-async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]:
+async def pending_approvals(rt: ApprovalsHost, thread_id: str) -> list[dict[str, Any]]:
     """The calls of a thread waiting for a decision, each with a fresh resume token."""
     secret = await signing_secret(rt.store)
     out = []
@@ -90,7 +90,7 @@ async def pending_approvals(rt: Runtime, thread_id: str) -> list[dict[str, Any]]
     return out
 
 
-async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None = None,
+async def decide(rt: ApprovalsHost, token: str, approved: bool, *, reason: str | None = None,
                  thread_id: str | None = None, decider: Decider | None = _UNSET,
                  ) -> asyncio.Task[ExecutionResult] | None:
     """Approve or deny one paused call. When it was the last pending call of its
@@ -165,10 +165,10 @@ async def decide(rt: Runtime, token: str, approved: bool, *, reason: str | None 
                                                           "decidedBy": audit.decided_by})
     if not complete:
         return None
-    return rt._track(rt._execute(thread, agent, None, record.side, resume=record), thread.id)
+    return rt.inflight.track(rt.execute(thread, agent, None, record.side, resume=record), thread.id)
 
 
-async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord,
+async def resume(rt: ApprovalsHost, thread: ThreadRecord, agent: AgentDefinition, record: ExecutionRecord,
                  options: TurnOptions | None = None) -> ExecutionResult:
     """Continue a paused execution (lock held): the same record, its counters restored, with
     the continuation's own ``options`` when given (client tools answered and offered again)."""
@@ -230,12 +230,10 @@ async def resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, reco
                     if k not in ("pending", "decisions", "clientCalls", "clientCallsAfter", "results", "waitingFor")}
     task = asyncio.current_task()
     assert task is not None
-    rt._running[thread.id] = task
-    rt._executions[thread.id] = execution
+    rt.inflight.begin(thread.id, task, execution)
     try:
         ex.message_history = await turn_history(execution, resumed=True)
         rt.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": record.side, "resumed": True})
         return await observe.run_execution(execution)
     finally:
-        rt._running.pop(thread.id, None)
-        rt._executions.pop(thread.id, None)
+        rt.inflight.end(thread.id)

@@ -19,7 +19,7 @@ from ..definitions.agent import BusyPolicy
 from ..exceptions import DefinitionError, ThreadBusyError
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .hosts import BusyHost
     from .state import ThreadState
 
 __all__ = ["BUSY_POLICIES", "check_policy", "mark_rollback", "preempt", "refuse", "roll_back"]
@@ -41,7 +41,7 @@ def refuse(thread_id: str) -> None:
     raise ThreadBusyError(thread_id)
 
 
-async def preempt(rt: Runtime, thread_id: str, *, rollback: bool) -> None:
+async def preempt(rt: BusyHost, thread_id: str, *, rollback: bool) -> None:
     """Stop the turn running on the thread (here or on another worker), marked to remove what
     it wrote when ``rollback``; returns once it has ended (or the stop's wait ran out)."""
     if rollback:
@@ -49,14 +49,12 @@ async def preempt(rt: Runtime, thread_id: str, *, rollback: bool) -> None:
     await rt.stop(thread_id, rollback=rollback)
 
 
-def mark_rollback(rt: Runtime, thread_id: str) -> None:
+def mark_rollback(rt: BusyHost, thread_id: str) -> None:
     """Mark the execution running here on the thread to be rolled back when it ends."""
-    execution = rt._executions.get(thread_id)
-    if execution is not None:
-        rt._roll_back.add(execution.record.id)
+    rt.inflight.mark_rollback(thread_id)
 
 
-async def roll_back(rt: Runtime, state: ThreadState) -> list[str]:
+async def roll_back(rt: BusyHost, state: ThreadState) -> list[str]:
     """Delete the messages (and their tool results) a stopped execution stored, while it still
     holds the thread; clients are told with ``messages_removed``."""
     ex = state.execution

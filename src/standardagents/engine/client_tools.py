@@ -4,27 +4,24 @@ A turn may be given client tools (function schemas) beside the agent's own tools
 sees both; the agent's own calls run here as usual, while calls of a client tool pause the
 execution: it is stored as ``waiting`` (like an approval wait) with the calls the client must
 answer, so the wait survives a restart and any worker can continue it. Submitting the
-results (:func:`submit_results`) stores them as the calls' tool results and continues the
+results (:func:`.client_results.submit_results`) stores them as the calls' tool results and continues the
 same execution. Nothing here knows a wire protocol: the OpenAI doors (and later AG-UI's
 front-end tools) only translate to and from this surface.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import StandardAgentsError
-from ..records import ExecutionRecord, ToolCall, new_id, now_ms
+from ..records import ExecutionRecord, ToolCall, new_id
 
 if TYPE_CHECKING:
-    from .options import TurnOptions
-    from .results import ExecutionResult
-    from .runtime import Runtime
+    from .ports import StoreHost
 
 __all__ = ["WAITING_FOR", "ClientToolError", "ClientTools", "client_tools", "find_waiting", "forget_calls",
-           "forget_thread", "submit_results", "unique_client_ids"]
+           "forget_thread", "unique_client_ids"]
 
 #: the ``waitingFor`` mark of an execution paused for client tool results
 WAITING_FOR = "client_tools"
@@ -126,18 +123,18 @@ def unique_client_ids(calls: list[ToolCall], names: set[str]) -> list[ToolCall]:
             else c for c in calls]
 
 
-async def index_calls(rt: Runtime, record: ExecutionRecord, call_ids: list[str]) -> None:
+async def index_calls(rt: StoreHost, record: ExecutionRecord, call_ids: list[str]) -> None:
     for call_id in call_ids:
         await rt.store.set_env(_INDEX_SCOPE, _INDEX_ID, call_id, {"thread": record.thread_id, "execution": record.id})
 
 
-async def forget_calls(rt: Runtime, record: ExecutionRecord) -> None:
+async def forget_calls(rt: StoreHost, record: ExecutionRecord) -> None:
     """Drop the call-id index rows of a client wait that ended (answered, lapsed, deleted)."""
     for call in record.state.get("clientCalls", []):
         await rt.store.delete_env(_INDEX_SCOPE, _INDEX_ID, call["id"])
 
 
-async def forget_thread(rt: Runtime, thread_id: str) -> None:
+async def forget_thread(rt: StoreHost, thread_id: str) -> None:
     """Drop the index rows of the thread's client waits (before the thread is deleted: the
     index lives outside the thread's own rows)."""
     for record in await rt.store.list_executions(thread_id=thread_id, status="waiting"):
@@ -145,7 +142,7 @@ async def forget_thread(rt: Runtime, thread_id: str) -> None:
             await forget_calls(rt, record)
 
 
-async def find_waiting(rt: Runtime, call_ids: list[str], thread_id: str | None = None) -> ExecutionRecord | None:
+async def find_waiting(rt: StoreHost, call_ids: list[str], thread_id: str | None = None) -> ExecutionRecord | None:
     """The execution waiting for the results of ``call_ids`` (on ``thread_id`` when given;
     else found through the calls' ids), or None."""
     if thread_id is None:
@@ -163,39 +160,3 @@ async def find_waiting(rt: Runtime, call_ids: list[str], thread_id: str | None =
         if wanted & {c["id"] for c in record.state.get("clientCalls", [])}:
             return record
     return None
-
-
-async def submit_results(rt: Runtime, execution_id: str, results: dict[str, str],
-                         options: TurnOptions | None = None) -> asyncio.Task[ExecutionResult]:
-    """Answer every pending client call of a waiting execution and continue it; returns the
-    continued execution's task (its id stays the same).
-
-    ``options`` are the continuation's own (output type, sampling, client tools: the client
-    may offer its tools again); the ones of the paused turn apply otherwise. A compare-and-set
-    on the record makes exactly one of concurrent submitters continue the turn."""
-    for _attempt in range(50):
-        record = await rt.store.get_execution(execution_id)
-        if record is None or record.status != "waiting" or record.state.get("waitingFor") != WAITING_FOR:
-            raise ClientToolError("no turn waits for these tool results: the execution is no longer waiting")
-        pending = [c["id"] for c in record.state.get("clientCalls", [])]
-        missing = [c for c in pending if c not in results]
-        if missing:
-            raise ClientToolError(f"the results of the calls {missing} are missing: every call the turn made "
-                                  "must be answered")
-        unknown = sorted(set(results) - set(pending))
-        if unknown:
-            raise ClientToolError(f"the calls {unknown} are not pending on this turn")
-        seen_at = record.updated_at
-        record.state = {**record.state, "results": {k: results[k] for k in pending}, "owner": rt.owner,
-                        "resumeBy": new_id("res_")}
-        record.status = "running"
-        record.updated_at = max(now_ms(), seen_at + 1)
-        record.epoch += 1  # the turn goes on under this process's claim
-        if await rt.store.replace_execution(record, expected_status="waiting", expected_updated_at=seen_at):
-            break
-    else:
-        raise ClientToolError("the results could not be recorded: the execution kept changing; try again")
-    await forget_calls(rt, record)
-    thread = await rt.get_thread(record.thread_id)
-    agent = await rt.agent(thread.agent, thread.package)
-    return rt._track(rt._execute(thread, agent, None, record.side, resume=record, options=options), thread.id)

@@ -16,7 +16,7 @@ from ..toolcalls import SUMMARY_PREFIX, ask, estimate_tokens, plan_compaction
 from .context import to_llm_message
 
 if TYPE_CHECKING:
-    from .loop import Execution
+    from .execution_core import ExecutionCore
     from .side import SideSetup
 
 __all__ = ["compact_if_needed", "place_summaries"]
@@ -40,7 +40,7 @@ def over_threshold(setup: SideSetup, messages: list[dict[str, Any]]) -> bool:
     return budget is not None and estimate_tokens(messages) > budget
 
 
-async def compact_if_needed(execution: Execution, setup: SideSetup, system: str | None) -> bool:
+async def compact_if_needed(execution: ExecutionCore, setup: SideSetup, system: str | None) -> bool:
     """Fold the oldest stretch when the context is over budget; True when it folded."""
     budget = _budget(setup)
     if budget is None or execution.dual:

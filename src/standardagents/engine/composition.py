@@ -21,7 +21,7 @@ from ..store.records import SubagentRecord
 from .output import to_jsonable
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .hosts import CompositionHost
     from .state import ThreadState
 
 __all__ = ["MAX_DEPTH", "agent_chain", "agent_tool", "flush_status", "record_status"]
@@ -33,7 +33,7 @@ MAX_DEPTH = 5
 _status_writes: dict[str, asyncio.Task[None]] = {}
 
 
-def agent_tool(runtime: Runtime, child: AgentDefinition, namespace: str | None) -> ToolDefinition:
+def agent_tool(runtime: CompositionHost, child: AgentDefinition, namespace: str | None) -> ToolDefinition:
     """A tool that runs ``child``: a subagent for dual_ai, a handoff for ai_human."""
     description = child.tool_description or child.description or f"Run the {child.name} agent."
     schema = {"type": "object", "properties": {"message": {"type": "string", "description": "What to ask the agent."}},
@@ -65,7 +65,7 @@ def agent_tool(runtime: Runtime, child: AgentDefinition, namespace: str | None) 
     return tool.model_copy(update={"origin": "agent", "origin_detail": child.name})
 
 
-async def agent_chain(runtime: Runtime, state: ThreadState) -> tuple[str, ...]:
+async def agent_chain(runtime: CompositionHost, state: ThreadState) -> tuple[str, ...]:
     """The agents of a thread's ancestors and of the thread itself, root first (read from
     the stored parent links, so it holds across tasks and processes)."""
     names = [state.agent_id]
@@ -81,7 +81,7 @@ async def agent_chain(runtime: Runtime, state: ThreadState) -> tuple[str, ...]:
     return tuple(reversed(names))
 
 
-async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefinition, namespace: str | None,
+async def _run_child(runtime: CompositionHost, parent: ThreadState, child: AgentDefinition, namespace: str | None,
                      message: str) -> ToolResult:
     from .state import ThreadState as _ThreadState
 
@@ -91,7 +91,7 @@ async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefiniti
                                                    agent=child.name, relationship=child.name,
                                                    result={"statusUpdates": []}))
     child_state = _ThreadState(runtime, thread, child, thread.package)
-    parent_hooks = await runtime._hooks_of(parent)
+    parent_hooks = await runtime.hooks_of(parent)
     await parent_hooks.notify("after_subagent_created", parent, child_state)
     runtime.bus.emit("subagent_created", parent.thread_id, {"id": link.id, "childThreadId": thread.id, "agent": child.name})
     runtime.bus.relay(thread.id, parent.thread_id)
@@ -104,7 +104,7 @@ async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefiniti
     finally:
         runtime.bus.unrelay(thread.id)
         await flush_status(thread.id)
-    running = runtime._executions.get(parent.thread_id)
+    running = runtime.inflight.executions.get(parent.thread_id)
     if running is not None:
         running.add_subagent(result)
     payload = result.payload or {}
@@ -125,7 +125,7 @@ async def _run_child(runtime: Runtime, parent: ThreadState, child: AgentDefiniti
     return ToolResult("success", json.dumps(body), attachments=attachments)
 
 
-async def _finish(runtime: Runtime, link: SubagentRecord, status: str, body: dict[str, Any]) -> None:
+async def _finish(runtime: CompositionHost, link: SubagentRecord, status: str, body: dict[str, Any]) -> None:
     current = await runtime.store.get_subagent(link.id)
     updates = (current.result or {}).get("statusUpdates", []) if current is not None and isinstance(current.result, dict) else []
     await runtime.store.update_subagent(link.id, status=status, result={**body, "statusUpdates": updates})
@@ -133,7 +133,7 @@ async def _finish(runtime: Runtime, link: SubagentRecord, status: str, body: dic
                                                               "status": status})
 
 
-async def _copy_attachments(runtime: Runtime, parent: ThreadState, child_thread_id: str, child_name: str,
+async def _copy_attachments(runtime: CompositionHost, parent: ThreadState, child_thread_id: str, child_name: str,
                             paths: list[str]) -> list[dict[str, Any]]:
     """Copy the child's attached files into the parent's files; references to the copies."""
     refs: list[dict[str, Any]] = []
@@ -153,7 +153,7 @@ async def _copy_attachments(runtime: Runtime, parent: ThreadState, child_thread_
     return refs
 
 
-def record_status(runtime: Runtime, state: ThreadState, payload: dict[str, Any]) -> None:
+def record_status(runtime: CompositionHost, state: ThreadState, payload: dict[str, Any]) -> None:
     """Record a child's ``sessionStatus`` update on its parent's subagent entry.
 
     Writes for one child run one after another in call order; the parent's tool waits for

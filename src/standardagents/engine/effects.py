@@ -23,7 +23,7 @@ from ..records import now_ms
 from ..store.records import EffectRecord
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .hosts import EffectsHost
     from .state import ThreadState
 
 __all__ = ["EffectScheduler", "backoff_ms", "schedule"]
@@ -31,7 +31,7 @@ __all__ = ["EffectScheduler", "backoff_ms", "schedule"]
 log = logging.getLogger("standardagents.effects")
 
 
-async def schedule(runtime: Runtime, state: ThreadState, name: str, args: dict[str, Any], delay: float) -> str:
+async def schedule(runtime: EffectsHost, state: ThreadState, name: str, args: dict[str, Any], delay: float) -> str:
     """Persist an effect due ``delay`` seconds from now; returns its id."""
     if not runtime.registry.has("effects", name, state.namespace):
         raise NotFoundError("effect", name, "define it in agents/effects/")
@@ -58,7 +58,7 @@ class EffectScheduler:
     passing every ``interval`` seconds until ``stop()``.
     """
 
-    def __init__(self, runtime: Runtime, *, interval: float = 0.5, lease_ms: int = 60_000, base_backoff: float = 1.0,
+    def __init__(self, runtime: EffectsHost, *, interval: float = 0.5, lease_ms: int = 60_000, base_backoff: float = 1.0,
                  batch: int = 20, worker_id: str | None = None) -> None:
         self.runtime = runtime
         self.interval = interval

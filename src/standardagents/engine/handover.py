@@ -20,11 +20,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..records import now_ms
-from . import recovery
+from . import claims
 from .owners import RELEASED
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .hosts import HandoverHost
 
 __all__ = ["HANDED_OVER", "RELEASED", "drain", "hand_over"]
 
@@ -34,31 +34,31 @@ log = logging.getLogger("standardagents.handover")
 HANDED_OVER = "turns_handed_over"
 
 
-async def drain(rt: Runtime, timeout: float) -> list[str]:  # noqa: ASYNC109 - the grace period is the point
+async def drain(rt: HandoverHost, timeout: float) -> list[str]:  # noqa: ASYNC109 - the grace period is the point
     rt.draining = True
-    running = {t for t in (*rt._tasks, *rt._running.values()) if not t.done()}
+    running = rt.inflight.live_tasks()
     if running and timeout > 0:
         log.info("waiting up to %.0fs for %d running turn(s) to finish", timeout, len(running))
         await asyncio.wait(running, timeout=timeout)
     return await hand_over(rt)
 
 
-async def hand_over(rt: Runtime) -> list[str]:
+async def hand_over(rt: HandoverHost) -> list[str]:
     rt.draining = True
-    if rt._heartbeat_task is not None:  # it would resume the turns released here
-        rt._heartbeat_task.cancel()
-        rt._heartbeat_task = None
-    executions = {e.record.id: e.record.thread_id for e in rt._executions.values()}
-    tasks = {t for t in (*rt._tasks, *rt._running.values()) if not t.done()}
+    if rt.inflight.heartbeat is not None:  # it would resume the turns released here
+        rt.inflight.heartbeat.cancel()
+        rt.inflight.heartbeat = None
+    executions = rt.inflight.execution_ids()
+    tasks = rt.inflight.live_tasks()
     if not tasks:
         return []
-    rt._handing_over = True
+    rt.inflight.handing_over = True
     try:
         for task in tasks:
             task.cancel()
         await asyncio.wait(tasks)
     finally:
-        rt._handing_over = False
+        rt.inflight.handing_over = False
     released: list[str] = []
     for execution_id in executions:
         record = await rt.store.get_execution(execution_id)
@@ -70,8 +70,8 @@ async def hand_over(rt: Runtime) -> list[str]:
     for thread_id, message_id, entry in await rt.store.list_scope("inbox"):
         if isinstance(entry, dict) and entry.get("owner") == rt.owner:
             await rt.store.set_env("inbox", thread_id, message_id, {**entry, "owner": RELEASED + rt.owner})
-    for thread_id in list(rt._claimed):
-        await recovery.release_thread(rt, thread_id)
+    for thread_id in list(rt.inflight.claimed):
+        await claims.release_thread(rt, thread_id)
     if released:
         log.warning("handed over %d running turn(s) for another worker to resume: %s",
                     len(released), ", ".join(released))

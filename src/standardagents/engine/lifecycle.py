@@ -8,16 +8,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..project import load_project
 from ..registry import Registry
 from ..store.base import Store
-from . import recovery
+from . import claims, recovery
 from .turns import ended
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .hosts import LifecycleHost
 
 __all__ = ["close", "load_capabilities", "open_parts"]
 
@@ -42,21 +42,21 @@ async def open_parts(project: str | Path | Registry | None, database_url: str | 
     return registry, store
 
 
-def load_capabilities(rt: Runtime) -> None:
+def load_capabilities(rt: LifecycleHost) -> None:
     """Read the latches an earlier run saved beside the project (a folder project only)."""
     if rt.registry.root is not None:
-        rt._capabilities_file = Path(rt.registry.root) / ".standardagents" / "capabilities.json"
-        if rt._capabilities_file.is_file():
-            rt.capabilities.import_capabilities(rt._capabilities_file.read_text())
+        rt.capabilities_file = Path(rt.registry.root) / ".standardagents" / "capabilities.json"
+        if rt.capabilities_file.is_file():
+            rt.capabilities.import_capabilities(rt.capabilities_file.read_text())
 
 
-async def close(rt: Runtime) -> None:
+async def close(rt: LifecycleHost) -> None:
     """Cancel running executions, release claims, save the latches, close MCP sessions, the
     sandbox, providers and the store; a cancellation of the caller is raised at the end."""
     recovery.LIVE_OWNERS.discard(rt.owner)
-    if rt._heartbeat_task is not None:
-        rt._heartbeat_task.cancel()
-    tasks = {*rt._running.values(), *rt._tasks, *rt._background}
+    if rt.inflight.heartbeat is not None:
+        rt.inflight.heartbeat.cancel()
+    tasks: set[asyncio.Task[Any]] = {*rt.inflight.running.values(), *rt.inflight.tasks, *rt.inflight.background}
     for task in tasks:
         task.cancel()
     interrupted = False
@@ -65,14 +65,14 @@ async def close(rt: Runtime) -> None:
         await ended(tasks)
     except asyncio.CancelledError:
         interrupted = True
-    for thread_id in list(rt._claimed):
-        await recovery.release_thread(rt, thread_id)
-    if rt._capabilities_file is not None:
+    for thread_id in list(rt.inflight.claimed):
+        await claims.release_thread(rt, thread_id)
+    if rt.capabilities_file is not None:
         try:
-            rt._capabilities_file.parent.mkdir(parents=True, exist_ok=True)
-            rt._capabilities_file.write_text(rt.capabilities.export_capabilities())
+            rt.capabilities_file.parent.mkdir(parents=True, exist_ok=True)
+            rt.capabilities_file.write_text(rt.capabilities.export_capabilities())
         except OSError:
-            log.warning("could not save the capability latches to %s", rt._capabilities_file)
+            log.warning("could not save the capability latches to %s", rt.capabilities_file)
     if rt.mcp_pool is not None:
         try:
             await rt.mcp_pool.aclose()

@@ -12,114 +12,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .. import observability as observe
-from ..definitions import AgentDefinition, ModelDefinition, SideConfig, UsageLimits
+from ..definitions import SideConfig
 from ..exceptions import ExecutionTakenOver, ProviderError, StandardAgentsError, StoreUnavailable
-from ..records import ExecutionRecord, Message, now_ms
-from .client_tools import ClientTools
-from .digest import CHANGED_KEY, DIGEST_KEY
+from ..records import Message
 from .done import publish_done
+from .execution_core import ExecutionCore
 from .limits import LimitTripped, UsageMeter
 from .model_call import model_step
 from .ondemand import CARRIED_KEY, save_carried
-from .options import STATE_KEY as OPTIONS_KEY
-from .options import TurnOptions
-from .output import OUTPUT_TOOL_NAME, OutputRun, OutputSpec, PartialOutput, Verdict, to_jsonable
+from .output import OUTPUT_TOOL_NAME, OutputRun, Verdict, to_jsonable
 from .pauses import Paused, pause_for_approval, pause_for_client, resume_approvals
 from .results import ExecutionResult, StopReason
 from .side import SideSetup, with_override
-from .state import ExecutionState, ThreadState
-from .steps import StepProbe
 from .tools import ToolOutcome, run_tool_call
 from .turn_checks import charge_budget, check_stops, input_guardrails
-
-if TYPE_CHECKING:
-    from .overrides import SideOverride
-    from .runtime import Runtime
 
 __all__ = ["Execution", "ExecutionResult", "StopReason"]
 
 log = logging.getLogger("standardagents.engine")
 
 
-class Execution:
+class Execution(ExecutionCore):
     """One run of the loop for one thread. Create through :meth:`Runtime.start`."""
-
-    def __init__(self, runtime: Runtime, state: ThreadState, agent: AgentDefinition, record: ExecutionRecord) -> None:
-        self.rt = runtime
-        self.state = state
-        self.agent = agent
-        self.record = record
-        self.ex: ExecutionState = state.execution  # type: ignore[assignment]
-        self.dual = agent.type == "dual_ai"
-        self.bus = runtime.bus
-        self.thread_id = state.thread_id
-        self.created: list[Message] = []
-        self.last_text: str | None = None
-        self.usage: dict[str, int] = {}
-        self.subagent_usage: dict[str, int] = {}
-        self.subagent_cost: float | None = None
-        self.payload: dict[str, Any] | None = None
-        self.value: Any = None
-        self._partial: Message | None = None
-        self._partial_text: list[str] = []
-        self._retry_budget: dict[str, int] = {}
-        self._llm_state: dict[str, tuple[int, int, list[dict[str, Any]]]] = {}
-        self._final_saved = False
-        self._carried: list[str] | None = None
-        #: the message that started this execution (input guardrails vet it)
-        self.user_message: Message | None = None
-        #: pending approvals with their decisions, when this execution resumes a paused one
-        self.resume: dict[str, Any] | None = None
-        self._keep_side_steps = False
-        #: a call's own output type and retry budget (they override the prompt's)
-        self.output_override: OutputSpec | None = None
-        self.output_retries: int | None = None
-        #: why the turn failed when it ended without an exception (output_invalid)
-        self.error: str | None = None
-        self._output: OutputRun | None = None
-        self._verdict: Verdict | None = None
-        self._growing: PartialOutput | None = None
-        #: a call's own usage limits (fields it sets override the agent's)
-        self.usage_limits: UsageLimits | None = None
-        #: a call's own sampling settings (ModelRequest fields; ``extra_body`` merged into the model's)
-        self.sampling: dict[str, Any] = {}
-        self._meter: UsageMeter | None = None
-        #: the call's own options, kept with the record so a resumed turn has them again
-        self.options: TurnOptions | None = None
-        #: a model and/or system prompt in place of one side's, for this turn only
-        self.override: SideOverride | None = None
-        #: USD spent so far (None until a call with a known price)
-        self.cost: float | None = None
-        self._call_cost: float | None = None
-        self._used_model: ModelDefinition | None = None
-        self._step = StepProbe()
-        #: tools the caller runs itself (their calls pause the turn for the results)
-        self.client_tools: ClientTools | None = None
-        #: the caller's tool_choice still applies (to the first model request it makes)
-        self._client_choice_pending = True
-        #: client calls of a reply whose other calls wait for approval (answered after them)
-        self._client_after: list[dict[str, Any]] | None = None
-        #: set when another process took this execution over (the heartbeat found its epoch
-        #: moved on): the turn ends here without a write, and goes on there
-        self.taken_over = False
-        #: when (event-loop clock) a write of this turn last proved it is this process's
-        self.owned_at = 0.0
-
-    def take_options(self, options: TurnOptions) -> None:
-        """Run with a call's own options (they take precedence over the definitions)."""
-        self.output_override = options.output
-        self.output_retries = options.output_retries
-        self.usage_limits = options.usage_limits
-        if options.sampling:
-            self.sampling = dict(options.sampling)
-        if options.client_tools is not None:
-            self.client_tools = options.client_tools
-        if options.override is not None:
-            self.override = options.override
-        self.options = options
 
     # entry ---------------------------------------------------------------------------------
     async def run(self) -> ExecutionResult:
@@ -148,7 +65,7 @@ class Execution:
         except StoreUnavailable as exc:
             return self._abandon(exc)
         except asyncio.CancelledError:
-            if self.rt._handing_over:
+            if self.rt.inflight.handing_over:
                 raise  # handed over: left running in the store for another process to resume
             if self.taken_over:
                 return self._lost()
@@ -235,54 +152,12 @@ class Execution:
         this runtime takes it up again once the database answers (unless another process took
         it over meanwhile), and that run sends the turn's one ``done``."""
         self.ex.stopped = True
-        self.rt._abandoned.add(self.record.id)
+        self.rt.inflight.abandoned.add(self.record.id)
         log.warning("execution %s of thread %s stops here unsettled: %s; it goes on once the database answers",
                     self.record.id, self.thread_id, exc)
         return ExecutionResult(self.thread_id, self.record.id, "interrupted", "store_unavailable", self.last_text,
                                str(exc), None, None, None, self.created, self.usage, self.cost,
                                self.subagent_usage, self.subagent_cost)
-
-    def add_subagent(self, result: ExecutionResult[Any]) -> None:
-        """Count what a subagent's turn (and its own subagents) spent, apart from this
-        thread's model calls."""
-        for spent in (result.usage, result.subagent_usage):
-            for k, v in spent.items():
-                self.subagent_usage[k] = self.subagent_usage.get(k, 0) + v
-        for cost in (result.cost, result.subagent_cost):
-            if cost is not None:
-                self.subagent_cost = (self.subagent_cost or 0.0) + cost
-
-    def _finish_record(self, stop_reason: str, error: str | None, outcome: str | None = None) -> ExecutionRecord:
-        ex = self.ex
-        record = self.record
-        record.status = stop_reason
-        record.stop_reason = stop_reason
-        record.stopped_by = ex.stopped_by
-        record.error = error
-        record.step_count = ex.step_count
-        record.updated_at = now_ms()
-        record.state = self._durable_state()
-        if outcome is not None:
-            record.state["outcome"] = outcome
-        return record
-
-    def _durable_state(self) -> dict[str, Any]:
-        ex = self.ex
-        state = {"side": ex.side, "sideSteps": dict(ex.side_steps), "sessionTurns": ex.session_turns,
-                 "outcome": ex.outcome, "status": ex.status, "value": to_jsonable(self.value), "payload": self.payload,
-                 "usage": self.usage, "cost": self.cost}
-        if self.subagent_usage:
-            state["subagentUsage"] = self.subagent_usage
-            state["subagentCost"] = self.subagent_cost
-        if self.options is not None and self.options.state:
-            state[OPTIONS_KEY] = self.options.state
-        for key in (DIGEST_KEY, CHANGED_KEY, "resumedFrom", "resumedAt"):  # its start, changes, takeover
-            if key in self.record.state:
-                state[key] = self.record.state[key]
-        if ex.hooks_run or ex.guardrails_run:
-            # hooks and guardrails after the last step's record (its tool calls' hooks, say)
-            state["checks"] = {"hooks": ex.hooks_run or [], "guardrails": ex.guardrails_run or []}
-        return state
 
     async def _record_error(self, message: str, code: str) -> None:
         self.bus.emit("error", self.thread_id, {"message": message, "code": code})

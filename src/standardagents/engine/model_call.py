@@ -44,7 +44,7 @@ from .steps import StepProbe
 from .turn_checks import output_tripped
 
 if TYPE_CHECKING:
-    from .loop import Execution
+    from .execution_core import ExecutionCore
     from .side import SideSetup
 
 __all__ = ["converted", "model_step"]
@@ -64,7 +64,7 @@ async def _closing(stream: Any) -> AsyncIterator[Any]:
             await close()
 
 
-async def model_step(x: Execution, side: Literal["a", "b"], setup: SideSetup, ends_turn: bool = False) -> Message:
+async def model_step(x: ExecutionCore, side: Literal["a", "b"], setup: SideSetup, ends_turn: bool = False) -> Message:
     ex = x.ex
     notes: dict[str, Any] = {}
     request = await _assemble(x, side, setup, notes)
@@ -155,7 +155,7 @@ async def model_step(x: Execution, side: Literal["a", "b"], setup: SideSetup, en
     return reply
 
 
-async def _assemble(x: Execution, side: Literal["a", "b"], setup: SideSetup,
+async def _assemble(x: ExecutionCore, side: Literal["a", "b"], setup: SideSetup,
                     notes: dict[str, Any] | None = None) -> ModelRequest:
     hooks = setup.hooks
     state = x.state
@@ -218,7 +218,7 @@ async def _assemble(x: Execution, side: Literal["a", "b"], setup: SideSetup,
     return request
 
 
-def converted(x: Execution, history: list[Message], side: str) -> list[dict[str, Any]]:
+def converted(x: ExecutionCore, history: list[Message], side: str) -> list[dict[str, Any]]:
     """Model messages for the live history, converting only what was appended since
     the last step (the history is append-only unless ``history_version`` moved)."""
     cached = x._llm_state.get(side)
@@ -234,7 +234,7 @@ def converted(x: Execution, history: list[Message], side: str) -> list[dict[str,
     return llm
 
 
-async def _call_model(x: Execution, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
+async def _call_model(x: ExecutionCore, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
     """Call the side's model, then each fallback on a retriable error."""
     chain = [setup.model, *setup.fallbacks]
     last: ProviderError | None = None
@@ -266,7 +266,7 @@ async def _call_model(x: Execution, request: ModelRequest, setup: SideSetup, rep
     raise last
 
 
-async def _call_one(x: Execution, provider: Any, model: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
+async def _call_one(x: ExecutionCore, provider: Any, model: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
     """One model, with tool schemas adapted to what this endpoint accepts.
 
     A refusal of the tools' schema latches a looser level for (endpoint, model) and the
@@ -318,7 +318,7 @@ async def _call_one(x: Execution, provider: Any, model: Any, request: ModelReque
                         exc, latches.level_for(endpoint, model.model))
 
 
-async def _started_from_response(x: Execution, response: ModelResponse, setup: SideSetup,
+async def _started_from_response(x: ExecutionCore, response: ModelResponse, setup: SideSetup,
                                  skip: set[int] | frozenset[int] = frozenset()) -> None:
     """``tool_call_started`` for calls known only once the reply is complete."""
     for i, call in enumerate(response.tool_calls):
@@ -334,14 +334,14 @@ async def _started_from_response(x: Execution, response: ModelResponse, setup: S
         await _tool_started(x, call, setup, None if progress is None else str(progress))
 
 
-async def _tool_started(x: Execution, call: ToolCall, setup: SideSetup, progress: str | None) -> None:
+async def _tool_started(x: ExecutionCore, call: ToolCall, setup: SideSetup, progress: str | None) -> None:
     x.bus.emit("tool_call_started", x.thread_id, {"id": call.id, "name": call.name, "progress": progress,
                                                         "arguments": clip(call.arguments, x.rt.event_detail_limit)})
     if setup.hooks.has("tool_call_started"):
         await setup.hooks.notify("tool_call_started", x.state, call, progress)
 
 
-async def _stream(x: Execution, provider: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
+async def _stream(x: ExecutionCore, provider: Any, request: ModelRequest, setup: SideSetup, reply: Message) -> ModelResponse:
     bus = x.bus
     tid = x.thread_id
     side = reply.side
@@ -402,7 +402,7 @@ async def _stream(x: Execution, provider: Any, request: ModelRequest, setup: Sid
     raise ProviderError("the model's stream ended without a final response", retriable=True, before_first_token=not text_parts)
 
 
-async def _on_call_delta(x: Execution, delta: ToolCallDelta, calls: dict[int, dict[str, Any]], setup: SideSetup) -> None:
+async def _on_call_delta(x: ExecutionCore, delta: ToolCallDelta, calls: dict[int, dict[str, Any]], setup: SideSetup) -> None:
     slot = calls.get(delta.index)
     if slot is None:
         slot = calls[delta.index] = {"id": delta.id or "", "name": delta.name or "", "args": [], "started": False}

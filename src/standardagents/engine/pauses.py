@@ -17,13 +17,13 @@ from .tools import ToolOutcome, run_tool_call
 from .turn_checks import check_stops
 
 if TYPE_CHECKING:
-    from .loop import Execution
+    from .execution_core import ExecutionCore
     from .side import SideSetup
 
 __all__ = ["Paused", "pause_for_approval", "pause_for_client", "resume_approvals"]
 
 
-async def pause_for_approval(x: Execution, side: Literal["a", "b"], reply: Message, calls: list[ToolCall]) -> None:
+async def pause_for_approval(x: ExecutionCore, side: Literal["a", "b"], reply: Message, calls: list[ToolCall]) -> None:
     secret = await signing_secret(x.rt.store)
     requests = []
     for call in calls:
@@ -49,7 +49,7 @@ async def pause_for_approval(x: Execution, side: Literal["a", "b"], reply: Messa
     raise Paused(requests)
 
 
-async def pause_for_client(x: Execution, reply: Message, calls: list[ToolCall]) -> None:
+async def pause_for_client(x: ExecutionCore, reply: Message, calls: list[ToolCall]) -> None:
     """Store the execution as waiting for the client's results of ``calls`` (durably, like
     an approval wait), then end this run of the loop."""
     x.ex.used_tools.extend(c.name for c in calls)
@@ -73,7 +73,7 @@ def _approval(approved: bool, decision: dict[str, Any]) -> dict[str, Any]:
             "decidedByName": decision.get("decidedByName"), "decidedAt": decision.get("decidedAt")}
 
 
-async def resume_approvals(x: Execution) -> None:
+async def resume_approvals(x: ExecutionCore) -> None:
     """Run the approved calls, store denials as results, then the turn goes on."""
     resume = x.resume or {}
     setup = await x.rt.setups.side_setup(x.agent, x.ex.side, x.state.namespace)
@@ -116,7 +116,7 @@ async def resume_approvals(x: Execution) -> None:
     x._keep_side_steps = True
 
 
-async def _store_client_results(x: Execution, resume: dict[str, Any], setup: SideSetup) -> None:
+async def _store_client_results(x: ExecutionCore, resume: dict[str, Any], setup: SideSetup) -> None:
     """The client's results of the paused calls become their tool results; the turn goes on."""
     results: dict[str, Any] = resume.get("results", {})
     outcomes = []

@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from ..records import ExecutionRecord
     from ..store.base import Store
 
-__all__ = ["DoneHost", "OwnerHost", "TurnHost"]
+__all__ = ["DoneHost", "OwnerHost", "StoreHost", "TurnHost"]
+
+
+class StoreHost(Protocol):
+    """What a part that only reads and writes the store asks of the runtime."""
+
+    @property
+    def store(self) -> Store: ...
 
 
 class TurnHost(Protocol):

@@ -1,5 +1,5 @@
-"""Crash recovery and cross-process claims: what keeps threads consistent when several
-processes share a database, or when one of them dies mid-turn.
+"""Crash recovery: what keeps threads consistent when several processes share a database,
+or when one of them dies mid-turn (the claims on threads themselves: :mod:`.claims`).
 
 A running execution's process refreshes a heartbeat; a thread is claimed in the store while
 one of its executions runs; a process that opens the store settles what dead ones left
@@ -14,68 +14,23 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..exceptions import ExecutionTakenOver, NotFoundError
-from ..records import Fence, Message, now_ms
+from ..records import Message, now_ms
 from .done import recover_done
 from .options import STATE_KEY as OPTIONS_KEY
 from .options import TurnOptions
-from .owners import LIVE_OWNERS, gone, still_running
+from .owners import LIVE_OWNERS, gone
 
 if TYPE_CHECKING:
-    from .loop import Execution
-    from .runtime import Runtime
+    from .execution_core import ExecutionCore
+    from .hosts import RecoveryHost
 
-__all__ = ["LIVE_OWNERS", "beat", "claim_thread", "confirm_owned", "heartbeat", "recover", "release_thread", "try_claim"]
+__all__ = ["LIVE_OWNERS", "beat", "confirm_owned", "heartbeat", "recover"]
 
 log = logging.getLogger("standardagents.recovery")
 
 
 
-async def try_claim(rt: Runtime, thread_id: str) -> bool:
-    """Claim the thread if no live process holds it (no waiting); True when claimed.
-
-    A claim not refreshed within the lease is taken over, unless its holder is a process of
-    this PID namespace that certainly still runs (late with its heartbeat, not gone)."""
-    now = now_ms()
-    if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now):
-        rt._claimed.add(thread_id)
-        return True
-    holder = await rt.store.get_env("lock", "", thread_id)
-    owner = str(holder.get("owner", "")) if isinstance(holder, dict) else ""
-    if owner == rt.owner and thread_id not in rt._claimed:
-        # left by a turn of this runtime that could not release it (the database was away)
-        if await rt.store.touch_env("lock", "", [thread_id], now, rt.owner):
-            rt._claimed.add(thread_id)
-            return True
-    if owner != rt.owner and still_running(owner):
-        return False
-    if await rt.store.claim_env("lock", "", thread_id, {"owner": rt.owner}, now,
-                                stale_before=now - int(rt.execution_lease * 1000)):
-        rt._claimed.add(thread_id)
-        return True
-    return False
-
-
-async def claim_thread(rt: Runtime, thread_id: str) -> None:
-    """Hold the thread across processes (another worker, a CLI on the same database): wait
-    while a live process runs one of its executions; a claim not refreshed within the
-    lease belonged to a process that is gone and is taken over."""
-    delay = 0.01
-    while True:
-        if await try_claim(rt, thread_id):
-            return
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.5)
-
-
-async def release_thread(rt: Runtime, thread_id: str) -> None:
-    rt._claimed.discard(thread_id)
-    try:  # only while this runtime holds it: a claim taken over stays with its taker
-        await asyncio.shield(rt.store.release_env("lock", "", thread_id, rt.owner))
-    except Exception:
-        log.warning("could not release thread %s", thread_id, exc_info=True)
-
-
-async def heartbeat(rt: Runtime) -> None:
+async def heartbeat(rt: RecoveryHost) -> None:
     """Keep the running executions' records fresh, so other hosts can tell them from
     executions whose process died, and look for such executions on every beat: a turn whose
     process died is resumed within about a lease, not only when a runtime opens. The look runs
@@ -86,7 +41,7 @@ async def heartbeat(rt: Runtime) -> None:
         while True:
             await asyncio.sleep(rt.execution_lease / 3)
             await _beat_once(rt)
-            if rt._closed:
+            if rt.closed:
                 return
             if looking is None or looking.done():
                 looking = asyncio.get_running_loop().create_task(_look(rt))
@@ -95,38 +50,26 @@ async def heartbeat(rt: Runtime) -> None:
             looking.cancel()
 
 
-async def _beat_once(rt: Runtime) -> None:
+async def _beat_once(rt: RecoveryHost) -> None:
     """One heartbeat: refresh the executions this runtime holds (at their epochs) and its
     thread claims; an execution another process took over meanwhile (this one stalled past
     the lease) is stopped here without a write."""
-    held = [Fence(e.record.id, e.record.epoch) for e in rt._executions.values()]
-    held += [Fence(i, epoch) for i, epoch in rt._resuming.items()]
+    held = rt.inflight.held()
     started = asyncio.get_running_loop().time()
     try:
         lost = await rt.store.touch_executions(held, now_ms()) if held else []
-        if rt._claimed:
-            await rt.store.touch_env("lock", "", list(rt._claimed), now_ms(), rt.owner)
+        if rt.inflight.claimed:
+            await rt.store.touch_env("lock", "", list(rt.inflight.claimed), now_ms(), rt.owner)
     except Exception:
         log.warning("could not refresh the running executions", exc_info=True)
         return
     for execution_id in lost:
-        _drop_lost(rt, execution_id)
+        rt.inflight.drop_lost(execution_id)
     if not lost:
-        rt._owned_at = started
+        rt.inflight.owned_at = started
 
 
-def _drop_lost(rt: Runtime, execution_id: str) -> None:
-    """Stop the local run of an execution another process took over, unsettled."""
-    for thread_id, execution in list(rt._executions.items()):
-        if execution.record.id == execution_id:
-            execution.taken_over = True
-            task = rt._running.get(thread_id)
-            if task is not None:
-                task.cancel()
-    rt._resuming.pop(execution_id, None)
-
-
-async def confirm_owned(rt: Runtime, execution: Execution) -> None:
+async def confirm_owned(rt: RecoveryHost, execution: ExecutionCore) -> None:
     """Raise :class:`ExecutionTakenOver` when ``execution`` may no longer be this runtime's:
     when the last heartbeat that confirmed it is older than half a lease (the process stalled:
     a long pause, a stopped process, a slow database), the store is asked."""
@@ -140,19 +83,19 @@ async def confirm_owned(rt: Runtime, execution: Execution) -> None:
         raise ExecutionTakenOver(execution.record.id, execution.record.epoch)
 
 
-async def _look(rt: Runtime) -> None:
+async def _look(rt: RecoveryHost) -> None:
     try:
         await recover(rt)
     except Exception:
         log.warning("could not look for the executions of gone processes", exc_info=True)
 
 
-def beat(rt: Runtime) -> None:
-    if rt._heartbeat_task is None and not rt._closed:
-        rt._heartbeat_task = asyncio.get_running_loop().create_task(heartbeat(rt))
+def beat(rt: RecoveryHost) -> None:
+    if rt.inflight.heartbeat is None and not rt.closed:
+        rt.inflight.heartbeat = asyncio.get_running_loop().create_task(heartbeat(rt))
 
 
-async def recover(rt: Runtime) -> list[str]:
+async def recover(rt: RecoveryHost) -> list[str]:
     """Take over what processes that are gone left behind: their running executions are
     resumed here (:mod:`.resume`, each claimed by exactly one runtime), their claims removed and
     the messages they had queued sent again. A process of this PID namespace is gone when its
@@ -176,7 +119,7 @@ async def recover(rt: Runtime) -> list[str]:
     return resumed
 
 
-async def _recover_inbox(rt: Runtime, stale_before: int) -> None:
+async def _recover_inbox(rt: RecoveryHost, stale_before: int) -> None:
     """Send again the messages a gone process had queued for busy threads."""
     for thread_id, message_id, entry in await rt.store.list_scope("inbox"):
         if not isinstance(entry, dict):
@@ -199,5 +142,5 @@ async def _recover_inbox(rt: Runtime, stale_before: int) -> None:
         log.warning("sending message %s of thread %s again (it was queued by %s, which is gone)",
                     message_id, thread_id, owner)
         # the same execution id its sender was given when the message was accepted
-        rt._track(rt._execute(thread, agent, message, entry.get("startSide", "a"), entry.get("executionId"),
+        rt.inflight.track(rt.execute(thread, agent, message, entry.get("startSide", "a"), entry.get("executionId"),
                               queued=True, options=TurnOptions.from_state(entry.get(OPTIONS_KEY))), thread_id)

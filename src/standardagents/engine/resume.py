@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..records import ExecutionRecord, Message, ThreadRecord, ToolResult, now_ms
+from . import claims
 from .digest import CHANGED_KEY, DIGEST_KEY
 from .done import publish_done
 from .hooks import HookSet
@@ -29,7 +30,7 @@ from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 
 if TYPE_CHECKING:
     from ..definitions import AgentDefinition
-    from .runtime import Runtime
+    from .hosts import ResumeHost
 
 #: what a record keeps of a takeover: the owner it was taken from, and when (epoch ms)
 TAKEN_KEYS = ("resumedFrom", "resumedAt")
@@ -42,7 +43,7 @@ log = logging.getLogger("standardagents.resume")
 NOT_RUN_AGAIN = "interrupted by a restart; not run again"
 
 
-async def resume_orphans(rt: Runtime) -> list[str]:
+async def resume_orphans(rt: ResumeHost) -> list[str]:
     """Claim and resume every execution a gone process left running; returns their ids.
 
     A process of this PID namespace is gone when its pid is (or it had this runtime's pid
@@ -50,13 +51,13 @@ async def resume_orphans(rt: Runtime) -> list[str]:
     if rt.draining:  # shutting down: it hands turns over, it takes none
         return []
     stale_before = now_ms() - int(rt.execution_lease * 1000)
-    mine = {e.record.id for e in rt._executions.values()} | set(rt._resuming)
+    mine = rt.inflight.execution_ids() | set(rt.inflight.resuming)
     resumed: list[str] = []
     for record in await rt.store.list_executions(status="running"):
         if record.id in mine:
             continue
         claimed = await claim_orphan(rt, record, stale_before)
-        rt._abandoned.discard(record.id)
+        rt.inflight.abandoned.discard(record.id)
         if claimed is None:
             continue  # its process lives, or another runtime claimed it first
         owner = str(record.state.get("owner", ""))
@@ -64,23 +65,23 @@ async def resume_orphans(rt: Runtime) -> list[str]:
         if thread is None or not rt.registry.has("agents", thread.agent, thread.package):
             await end_turn(rt, claimed, thread, "the process running this execution stopped and its agent is no "
                            "longer defined", "interrupted")
-            rt._resuming.pop(record.id, None)
+            rt.inflight.resuming.pop(record.id, None)
             continue
         agent = await rt.agent(thread.agent, thread.package)
         log.warning("resuming execution %s of thread %s (its process %s is gone)", record.id, record.thread_id, owner)
-        rt._track(_resume(rt, thread, agent, claimed), thread.id)
+        rt.inflight.track(_resume(rt, thread, agent, claimed), thread.id)
         resumed.append(record.id)
     return resumed
 
 
-async def claim_orphan(rt: Runtime, record: ExecutionRecord, stale_before: int) -> ExecutionRecord | None:
+async def claim_orphan(rt: ResumeHost, record: ExecutionRecord, stale_before: int) -> ExecutionRecord | None:
     """Take over the running execution ``record`` when its process is gone: the stored record
     is claimed by compare-and-set with a new epoch (the process it is taken from can write
     nothing more into it), and noted as being resumed here. None when its process lives or
     another runtime claimed it first."""
     owner = str(record.state.get("owner", ""))
     # one this runtime stopped when the database could not be reached is its own to take up
-    abandoned = record.id in rt._abandoned and owner == rt.owner
+    abandoned = record.id in rt.inflight.abandoned and owner == rt.owner
     if not abandoned and not gone(rt, owner, fresh=record.updated_at >= stale_before):
         return None
     taken = {"resumedFrom": owner, "resumedAt": now_ms()}
@@ -88,27 +89,27 @@ async def claim_orphan(rt: Runtime, record: ExecutionRecord, stale_before: int) 
                       updated_at=max(now_ms(), record.updated_at + 1), epoch=record.epoch + 1)
     if not await rt.store.replace_execution(claimed, expected_status="running", expected_updated_at=record.updated_at):
         return None
-    rt._resuming[record.id] = claimed.epoch
+    rt.inflight.resuming[record.id] = claimed.epoch
     return claimed
 
 
-async def _resume(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition,
+async def _resume(rt: ResumeHost, thread: ThreadRecord, agent: AgentDefinition,
                   record: ExecutionRecord) -> ExecutionResult:
     """Under the thread's lock and claim: the turn goes on (:func:`resume_claimed`)."""
-    async with rt._lock(thread.id):
-        await rt._claim_thread(thread.id)
+    async with rt.inflight.lock(thread.id):
+        await claims.claim_thread(rt, thread.id)
         try:
             current = await rt.store.get_execution(record.id)
             if current is None or current.status != "running" or current.epoch != record.epoch:
                 # run on meanwhile by a message queued behind it (see turns.execute), or taken on
-                rt._resuming.pop(record.id, None)
+                rt.inflight.resuming.pop(record.id, None)
                 return ExecutionResult(thread.id, record.id, "cancelled", "delivered_elsewhere")
             return await resume_claimed(rt, thread, agent, record)
         finally:
-            await rt._release_thread(thread.id)
+            await claims.release_thread(rt, thread.id)
 
 
-async def resume_claimed(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition,
+async def resume_claimed(rt: ResumeHost, thread: ThreadRecord, agent: AgentDefinition,
                          record: ExecutionRecord) -> ExecutionResult:
     """Run on a claimed execution (the caller holds the thread's lock and claim): answer the
     calls cut short, then take the turn's next step."""
@@ -121,19 +122,19 @@ async def resume_claimed(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         except Exception:
             log.exception("could not answer the interrupted calls of execution %s", record.id)
         side: Literal["a", "b"] = "b" if record.side == "b" else "a"
-        rt._resuming.pop(record.id, None)
+        rt.inflight.resuming.pop(record.id, None)
         # the call's own output type and limits, as the record kept them
         options = TurnOptions.from_state(record.state.get(OPTIONS_KEY))
         # kept on the record: what the turn started with, and who it was taken from and when
         carried = {key: record.state[key] for key in TAKEN_KEYS if key in record.state}
         carried.update({DIGEST_KEY: record.state.get(DIGEST_KEY)} if changed is None else {CHANGED_KEY: changed})
-        return await rt._execute_locked(thread, agent, None, side, record.id, None, False, options, record.epoch,
+        return await rt.execute_locked(thread, agent, None, side, record.id, None, False, options, record.epoch,
                                         carried)
     finally:
-        rt._resuming.pop(record.id, None)
+        rt.inflight.resuming.pop(record.id, None)
 
 
-async def definitions_moved(rt: Runtime, agent: AgentDefinition, namespace: str | None,
+async def definitions_moved(rt: ResumeHost, agent: AgentDefinition, namespace: str | None,
                             record: ExecutionRecord) -> dict[str, Any] | None:
     """How the definitions a turn would go on with differ from those it started with
     (``{"from", "to", "policy"}``), or None when they are the same (or it started before
@@ -154,7 +155,7 @@ def changed_reason(changed: dict[str, Any]) -> str:
             f"{changed['to']}), and its on_definition_change policy ends the turn")
 
 
-async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition) -> None:
+async def _answer_cut_short_calls(rt: ResumeHost, thread: ThreadRecord, agent: AgentDefinition) -> None:
     """Give each tool call without a committed result one: the idempotent tools run again,
     the others are answered with :data:`NOT_RUN_AGAIN`; stored in one transaction."""
     state = ThreadState(rt, thread, agent, thread.package)
@@ -162,7 +163,7 @@ async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: Agen
     cut: list[tuple[Message, ToolOutcome]] = []
     for m, call in unanswered_calls(await rt.store.list_messages(thread.id)):
         try:
-            tool = await rt._resolve_tool(call.name, thread.package, agent)
+            tool = await rt.setups.resolve_tool(call.name, thread.package, agent)
         except Exception:
             tool = None
         if tool is not None and tool.idempotent:
@@ -176,7 +177,7 @@ async def _answer_cut_short_calls(rt: Runtime, thread: ThreadRecord, agent: Agen
                                      sides=[m.side for m, _o in cut])
 
 
-async def end_turn(rt: Runtime, record: ExecutionRecord, thread: ThreadRecord | None, error: str, outcome: str,
+async def end_turn(rt: ResumeHost, record: ExecutionRecord, thread: ThreadRecord | None, error: str, outcome: str,
                    changed: dict[str, Any] | None = None) -> ExecutionResult:
     """End a claimed turn that does not go on (its thread or agent is gone, or its definitions
     changed and its agent's policy ends it): interrupted with ``error``, its open calls

@@ -9,7 +9,6 @@ runtime is a facade: setup resolution lives in :mod:`.setup`, thread operations 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
@@ -22,7 +21,6 @@ from ..definitions import (
     AgentDefinition,
     ModelDefinition,
     PromptDefinition,
-    ToolDefinition,
 )
 from ..events import EventBus, Subscription
 from ..exceptions import NotFoundError
@@ -32,13 +30,15 @@ from ..registry import Registry
 from ..store.base import Store
 from ..toolcalls import CapabilityLatches
 from ..toolsets import PluginRegistry, plugins
-from . import approvals, handover, lifecycle, recovery, threadops, turns
+from . import approvals, client_results, handover, lifecycle, recovery, threadops, turns
 from . import client_tools as client_tools_mod
 from .client_tools import ClientTools
 from .context import LLMCache
+from .execution_core import ExecutionCore
 from .handle import Turn
 from .hooks import HookSet
-from .loop import Execution, ExecutionResult
+from .inflight import InFlight
+from .loop import ExecutionResult
 from .options import RunOptions, StartOptions, TurnOptions, TurnRequest
 from .owners import new_owner
 from .setup import Setups, SideSetup
@@ -66,12 +66,9 @@ class Runtime:
         #: name untitled threads after their first turn with a one-line side-task model call
         self.auto_titles = auto_titles if auto_titles is not None else os.environ.get(
             "STANDARDAGENTS_AUTO_TITLES", "").lower() in ("1", "true", "yes")
-        self._background: set[asyncio.Task[Any]] = set()
-        #: every execution task started here (running or waiting for its thread)
-        self._tasks: set[asyncio.Task[ExecutionResult]] = set()
-        self._pending: dict[str, int] = {}
-        #: threads this process holds across processes (see _claim_thread)
-        self._claimed: set[str] = set()
+        #: what runs, waits and is held in this process: execution tasks, each thread's turn,
+        #: thread claims, queued messages, turns being resumed (see :mod:`.inflight`)
+        self.inflight = InFlight()
         self.store = store
         self.bus = bus or EventBus()
         self.model_override = model_override
@@ -82,7 +79,8 @@ class Runtime:
         self.llm_cache = LLMCache()
         #: which (endpoint, model) refused tool schemas, kept across restarts beside the store
         self.capabilities = CapabilityLatches()
-        self._capabilities_file: Path | None = None
+        #: where the latches are kept between runs (a folder project only)
+        self.capabilities_file: Path | None = None
         #: MCP sessions, one per server, opened on first use and closed with the runtime
         self.mcp_pool: Any = None
         #: the code sandbox's warm processes (made by the first ``run_code``)
@@ -91,12 +89,6 @@ class Runtime:
         self.plugins: PluginRegistry = plugins
         #: side setups and model providers, resolved once (see :mod:`.setup`)
         self.setups = Setups(self)
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._lock_users: dict[str, int] = {}
-        self._running: dict[str, asyncio.Task[ExecutionResult]] = {}
-        self._executions: dict[str, Execution] = {}
-        #: executions to roll back when they end (a message with busy="rollback" stopped them)
-        self._roll_back: set[str] = set()
         self._closed = False
         #: who runs this runtime's executions, for crash recovery: host, process and a
         #: per-incarnation nonce (a restarted container often has the same host and pid)
@@ -105,25 +97,8 @@ class Runtime:
         #: seconds without a heartbeat after which another host's running execution counts as dead
         #: (``STANDARDAGENTS_EXECUTION_LEASE``, default 30); its turns are then resumed here
         self.execution_lease = float(os.environ.get("STANDARDAGENTS_EXECUTION_LEASE") or 30.0)
-        #: executions of gone processes this runtime claimed and is about to resume (id: epoch)
-        self._resuming: dict[str, int] = {}
-        #: when (event-loop clock) the store last confirmed this runtime's executions are its
-        #: own (a heartbeat that found none taken over); a turn about to start a tool after a
-        #: stall longer than that asks the store first
-        self._owned_at = 0.0
-        #: executions this runtime stopped unsettled when the database could not be reached; it
-        #: takes them up again (as it would a gone process's) once the database answers
-        self._abandoned: set[str] = set()
-        #: executions whose message waits in a busy thread's inbox, by id (cancellable)
-        self._queued_tasks: dict[str, asyncio.Task[ExecutionResult]] = {}
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        #: tools queued on an idle thread, run first by the execution with that id
-        self._queued_first: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         #: set by :meth:`stop_gracefully`: no new turns start here (a shutdown is under way)
         self.draining = False
-        #: set by :meth:`hand_over`: cancelled executions end without settling (another
-        #: process resumes them)
-        self._handing_over = False
         #: hooks of the services above the engine (:mod:`standardagents.service`): awaited with
         #: each ended turn's record and ``done``; asked before a turn starts (quotas: raise to
         #: refuse it, or return what to await when it ends); around each model request
@@ -152,6 +127,11 @@ class Runtime:
             return
         self._closed = True
         await lifecycle.close(self)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called (nothing new starts here then)."""
+        return self._closed
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -212,10 +192,6 @@ class Runtime:
         async for _changes in awatch(Path(root) / "agents", debounce=debounce_ms, recursive=True):
             await self.areload_project()
 
-    async def _resolve_tool(self, name: str, namespace: str | None, agent: AgentDefinition) -> ToolDefinition:
-        """One tool by its final name (as a model calls it)."""
-        return await self.setups.resolve_tool(name, namespace, agent)
-
     async def hook_set(self, agent: AgentDefinition, prompt: PromptDefinition | None, namespace: str | None) -> HookSet:
         """The active hooks: the prompt's list, else the agent's, with provenance."""
         return await self.setups.hook_set(agent, prompt, namespace)
@@ -246,7 +222,8 @@ class Runtime:
         """A ThreadState for a thread (with the running execution, if any)."""
         return await threadops.thread_state(self, thread_id)
 
-    async def _hooks_of(self, state: ThreadState) -> HookSet:
+    async def hooks_of(self, state: ThreadState) -> HookSet:
+        """The hooks active for the thread's agent (its first side's prompt, else the agent's)."""
         return await threadops.hooks_of(self, state)
 
     # messages ------------------------------------------------------------------------------
@@ -302,12 +279,8 @@ class Runtime:
         return await schedule(self, state, name, args, delay)
 
     # executions (engine/turns.py) ----------------------------------------------------------
-    def _lock(self, thread_id: str) -> contextlib.AbstractAsyncContextManager[None]:
-        """Hold the thread's in-process lock (see :func:`.turns.lock`)."""
-        return turns.lock(self, thread_id)
-
     def is_running(self, thread_id: str) -> bool:
-        return thread_id in self._running
+        return thread_id in self.inflight.running
 
     @overload
     async def send(self, thread_id: str, content: str | None = None, *, output_type: type[_T],
@@ -378,44 +351,42 @@ class Runtime:
             done = release
 
             def ended(_task: asyncio.Task[ExecutionResult]) -> None:
-                background: asyncio.Task[None] = asyncio.get_running_loop().create_task(done())
-                self._background.add(background)
-                background.add_done_callback(self._background.discard)
+                self.inflight.spawn(done())
 
             task.add_done_callback(ended)
         return Turn(self, thread_id, execution_id, task)
 
-    def _track(self, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
-        """Run an execution task, counted as pending on its thread until it ends."""
-        return turns.track(self, coro, thread_id)
-
     async def drain(self) -> None:
         """Wait until every started or queued execution (and recovered one) has ended."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        while self.inflight.tasks:
+            await asyncio.gather(*list(self.inflight.tasks), return_exceptions=True)
 
-    def _execute(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
-                 start_side: Literal["a", "b"], execution_id: str | None = None,
-                 resume: ExecutionRecord | None = None, queued: bool = False,
-                 claimed: bool = False, options: TurnOptions | None = None) -> Coroutine[Any, Any, ExecutionResult]:
+    def execute(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+                start_side: Literal["a", "b"], execution_id: str | None = None,
+                resume: ExecutionRecord | None = None, queued: bool = False,
+                claimed: bool = False, options: TurnOptions | None = None) -> Coroutine[Any, Any, ExecutionResult]:
+        """One turn of the thread, under its lock and claim (see :func:`.turns.execute`): the
+        entry the engine's flows (recovery, approvals, client results) run turns through."""
         return turns.execute(self, thread, agent, message, start_side, execution_id, resume, queued, claimed, options)
 
-    def owned_recently(self, execution: Execution) -> bool:
+    def owned_recently(self, execution: ExecutionCore) -> bool:
         """Whether the store confirmed within half a lease that ``execution`` is this
         runtime's (a heartbeat, or the turn's own claim), so it need not be asked again."""
         return not execution.taken_over and (
-            asyncio.get_running_loop().time() - max(self._owned_at, execution.owned_at) < self.execution_lease / 2)
+            asyncio.get_running_loop().time() - max(self.inflight.owned_at, execution.owned_at) < self.execution_lease / 2)
 
-    async def confirm_owned(self, execution: Execution) -> None:
+    async def confirm_owned(self, execution: ExecutionCore) -> None:
         """Raise ``ExecutionTakenOver`` when another process took ``execution`` over (asked of
         the store only after a stall: see :func:`.recovery.confirm_owned`)."""
         await recovery.confirm_owned(self, execution)
 
-    def _execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
-                        start_side: Literal["a", "b"], execution_id: str | None,
-                        resume: ExecutionRecord | None, queued: bool,
-                        options: TurnOptions | None = None, epoch: int = 0,
-                        carried: dict[str, Any] | None = None) -> Coroutine[Any, Any, ExecutionResult]:
+    def execute_locked(self, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+                       start_side: Literal["a", "b"], execution_id: str | None,
+                       resume: ExecutionRecord | None, queued: bool,
+                       options: TurnOptions | None = None, epoch: int = 0,
+                       carried: dict[str, Any] | None = None) -> Coroutine[Any, Any, ExecutionResult]:
+        """A turn run while the caller holds the thread's lock and claim (a resumed turn: see
+        :func:`.turns.execute_locked`)."""
         return turns.execute_locked(self, thread, agent, message, start_side, execution_id, resume, queued, options,
                                     epoch, carried)
 
@@ -424,19 +395,10 @@ class Runtime:
         """Settle what dead processes left behind (see :func:`.recovery.recover`)."""
         return await recovery.recover(self)
 
-    async def _claim_thread(self, thread_id: str) -> None:
-        await recovery.claim_thread(self, thread_id)
-
-    async def _release_thread(self, thread_id: str) -> None:
-        await recovery.release_thread(self, thread_id)
-
-    def _beat(self) -> None:
-        recovery.beat(self)
-
     async def take_over(self) -> list[str]:
         """Resume what gone processes left running, then keep looking on every heartbeat."""
         resumed = await self.recover()
-        self._beat()  # the heartbeat also looks for turns of processes that died since
+        recovery.beat(self)  # the heartbeat also looks for turns of processes that died since
         return resumed
 
     # approvals (engine/approvals.py) ---------------------------------------------------------
@@ -483,7 +445,7 @@ class Runtime:
                 thread = await self.get_thread(record.thread_id)
                 await self.check_client_tools(await self.agent(thread.agent, thread.package), thread.package,
                                               options.client_tools)
-        return await client_tools_mod.submit_results(self, execution_id, results, options)
+        return await client_results.submit_results(self, execution_id, results, options)
 
     async def stop(self, thread_id: str, *, timeout: float = 10.0,  # noqa: ASYNC109 - a bounded wait
                    rollback: bool = False) -> bool:
@@ -527,7 +489,7 @@ class Runtime:
     async def running_threads(self, thread_ids: list[str]) -> set[str]:
         """Which of these threads run an execution now, in this process or another one
         sharing the store (a thread is claimed in the store while it runs)."""
-        running = {t for t in thread_ids if t in self._running}
+        running = {t for t in thread_ids if t in self.inflight.running}
         if len(running) < len(thread_ids):
             wanted = set(thread_ids)
             running.update(key for _scope_id, key, _value in await self.store.list_scope("lock") if key in wanted)

@@ -28,7 +28,7 @@ from .side import SideSetup
 from .tools import Toolbox, session_tool
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .hosts import SetupHost
     from .state import ThreadState
 
 __all__ = ["Setups", "SideSetup"]
@@ -49,7 +49,7 @@ class Setups:
     """The side setups and model providers of one runtime, each made once and reused until
     the project is reloaded (the per-step path only looks them up)."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: SetupHost) -> None:
         self.rt = rt
         self._setups: dict[tuple[str, str, str | None], SideSetup] = {}
         self._digests: dict[tuple[str, str | None], str] = {}

@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..exceptions import StandardAgentsError
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult, check_regex
@@ -17,12 +17,14 @@ from ..sandbox.types import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT, CodeExecution
 if TYPE_CHECKING:
     from ..credentials import Credential
     from ..definitions import AgentDefinition
+    from ..events import EventBus
+    from ..registry import Registry
     from ..skills import SkillsNamespace
+    from ..store.base import Store
     from ..store.records import SubagentRecord
     from .results import ExecutionResult
-    from .runtime import Runtime
 
-__all__ = ["ExecutionState", "ThreadState"]
+__all__ = ["ExecutionState", "StateHost", "ThreadState"]
 
 
 @dataclass
@@ -109,13 +111,40 @@ class ExecutionState:
         return self.message_history
 
 
+class StateHost(Protocol):
+    """What a :class:`ThreadState` asks of the runtime it belongs to: the store and bus its
+    reads and events go through, the registry, and the engine's operations on the thread
+    (hooks run around them). Named here, beside the state it serves, so the engine's layers
+    hold for annotations too."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def bus(self) -> EventBus: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    async def engine_create_message(self, state: ThreadState, msg: Message, *, injected: bool) -> Message: ...
+
+    async def engine_update_message(self, state: ThreadState, message_id: str, updates: dict[str, Any]) -> Message: ...
+
+    async def engine_run_queued_tool(self, state: ThreadState, name: str,
+                                     args: dict[str, Any]) -> asyncio.Task[ExecutionResult]: ...
+
+    async def engine_invoke_tool(self, state: ThreadState, name: str, args: dict[str, Any]) -> ToolResult: ...
+
+    async def schedule_effect(self, state: ThreadState, name: str, args: dict[str, Any], *, delay: float = 0.0) -> str: ...
+
+
 class ThreadState:
     """A thread as user code sees it: identity, messages, files, env, events, execution.
 
     Created per execution (or per endpoint call); cheap to build.
     """
 
-    def __init__(self, runtime: Runtime, thread: ThreadRecord, agent: AgentDefinition | None,
+    def __init__(self, runtime: StateHost, thread: ThreadRecord, agent: AgentDefinition | None,
                  namespace: str | None = None, execution: ExecutionState | None = None) -> None:
         self.runtime = runtime
         self.thread = thread

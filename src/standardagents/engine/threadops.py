@@ -18,8 +18,8 @@ from .state import ThreadState
 from .tools import Toolbox, ToolOutcome, run_tool_call, unanswered_calls
 
 if TYPE_CHECKING:
+    from .hosts import ThreadOpsHost
     from .results import ExecutionResult
-    from .runtime import Runtime
     from .side import SideSetup
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-async def create_thread(rt: Runtime, agent: str, *, user_id: str | None = None, title: str | None = None,
+async def create_thread(rt: ThreadOpsHost, agent: str, *, user_id: str | None = None, title: str | None = None,
                         metadata: dict[str, Any] | None = None, parent_id: str | None = None,
                         namespace: str | None = None, thread_id: str | None = None) -> ThreadRecord:
     """Create a thread and run ``after_thread_created`` (``thread_id``: an id the client chose)."""
@@ -58,7 +58,7 @@ async def create_thread(rt: Runtime, agent: str, *, user_id: str | None = None, 
     return thread
 
 
-async def prompt_for(rt: Runtime, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> PromptDefinition | None:
+async def prompt_for(rt: ThreadOpsHost, agent: AgentDefinition, side: Literal["a", "b"], namespace: str | None) -> PromptDefinition | None:
     """The prompt of an agent's side, or None when it names none this registry holds."""
     cfg = agent.side(side)
     if cfg is None or not rt.registry.has("prompts", cfg.prompt, namespace):
@@ -66,18 +66,18 @@ async def prompt_for(rt: Runtime, agent: AgentDefinition, side: Literal["a", "b"
     return await rt.registry.aget("prompts", cfg.prompt, namespace)
 
 
-async def thread_state(rt: Runtime, thread_id: str) -> ThreadState:
+async def thread_state(rt: ThreadOpsHost, thread_id: str) -> ThreadState:
     """A ThreadState for a thread (with the running execution, if any)."""
     thread = await rt.get_thread(thread_id)
     agent = await rt.agent(thread.agent, thread.package) if rt.registry.has("agents", thread.agent, thread.package) else None
-    running = rt._executions.get(thread_id)
+    running = rt.inflight.executions.get(thread_id)
     st = ThreadState(rt, thread, agent, thread.package, running.ex if running else None)
     if agent is not None:
         st._hooks = await rt.setups.hook_set(agent, await prompt_for(rt, agent, "a", thread.package), thread.package)
     return st
 
 
-async def hooks_of(rt: Runtime, state: ThreadState) -> HookSet:
+async def hooks_of(rt: ThreadOpsHost, state: ThreadState) -> HookSet:
     """The hooks active for a thread state, resolved once and kept on it."""
     if state._hooks is None:
         if state.agent is None:
@@ -89,7 +89,7 @@ async def hooks_of(rt: Runtime, state: ThreadState) -> HookSet:
     return state._hooks
 
 
-async def _before_create(rt: Runtime, state: ThreadState, hooks: HookSet, msg: Message, strict: bool) -> Message:
+async def _before_create(rt: ThreadOpsHost, state: ThreadState, hooks: HookSet, msg: Message, strict: bool) -> Message:
     if not hooks.has("before_create_message"):
         return msg
     result = await hooks.transform("before_create_message", state, msg, strict=strict)
@@ -101,7 +101,7 @@ async def _before_create(rt: Runtime, state: ThreadState, hooks: HookSet, msg: M
     return result
 
 
-async def create_messages(rt: Runtime, state: ThreadState, messages: list[Message], *, execution: ExecutionRecord | None = None,
+async def create_messages(rt: ThreadOpsHost, state: ThreadState, messages: list[Message], *, execution: ExecutionRecord | None = None,
                           tool_results: list[dict[str, Any]] | None = None, hooks: HookSet | None = None) -> list[Message]:
     """Store messages from the engine in one transaction: hooks before and after, the
     live history, events. A failing ``before_create_message`` keeps the last good message."""
@@ -129,7 +129,7 @@ async def create_messages(rt: Runtime, state: ThreadState, messages: list[Messag
     return stored
 
 
-async def engine_create_message(rt: Runtime, state: ThreadState, msg: Message, *, injected: bool) -> Message:
+async def engine_create_message(rt: ThreadOpsHost, state: ThreadState, msg: Message, *, injected: bool) -> Message:
     hooks = await hooks_of(rt, state)
     try:
         prepared = await _before_create(rt, state, hooks, msg, injected)
@@ -139,7 +139,7 @@ async def engine_create_message(rt: Runtime, state: ThreadState, msg: Message, *
     return stored[0]
 
 
-async def engine_update_message(rt: Runtime, state: ThreadState, message_id: str, updates: dict[str, Any]) -> Message:
+async def engine_update_message(rt: ThreadOpsHost, state: ThreadState, message_id: str, updates: dict[str, Any]) -> Message:
     hooks = await hooks_of(rt, state)
     if hooks.has("before_update_message"):
         updates = await hooks.transform("before_update_message", state, dict(updates), message_id)
@@ -158,7 +158,7 @@ async def engine_update_message(rt: Runtime, state: ThreadState, message_id: str
 
 # tool results --------------------------------------------------------------------------
 
-async def store_tool_outcomes(rt: Runtime, state: ThreadState, outcomes: list[ToolOutcome], side: Literal["a", "b"] | None,
+async def store_tool_outcomes(rt: ThreadOpsHost, state: ThreadState, outcomes: list[ToolOutcome], side: Literal["a", "b"] | None,
                               hooks: HookSet, *, execution: ExecutionRecord | None = None,
                               sides: list[Literal["a", "b"] | None] | None = None) -> list[Message]:
     """Tool messages and result rows for a step, in call order, in one transaction
@@ -203,7 +203,7 @@ async def store_tool_outcomes(rt: Runtime, state: ThreadState, outcomes: list[To
     return stored
 
 
-async def run_queued_call(rt: Runtime, state: ThreadState, name: str, args: dict[str, Any], setup: SideSetup | None,
+async def run_queued_call(rt: ThreadOpsHost, state: ThreadState, name: str, args: dict[str, Any], setup: SideSetup | None,
                           side: Literal["a", "b"] | None, *, execution: ExecutionRecord | None = None) -> ToolResult:
     """Store a synthetic assistant call, run it, store its result."""
     call = ToolCall(new_id("call_"), name, json.dumps(args))
@@ -223,22 +223,22 @@ async def run_queued_call(rt: Runtime, state: ThreadState, name: str, args: dict
     return outcome.result
 
 
-async def engine_run_queued_tool(rt: Runtime, state: ThreadState, name: str, args: dict[str, Any]) -> asyncio.Task[ExecutionResult]:
+async def engine_run_queued_tool(rt: ThreadOpsHost, state: ThreadState, name: str, args: dict[str, Any]) -> asyncio.Task[ExecutionResult]:
     """A tool queued from outside a turn starts an execution (behind a running one): the
     tool runs first, stored as a call and its result, then the agent's turn goes on."""
     if state.agent is None:
         raise NotFoundError("agent", state.agent_id)
     await rt.setups.resolve_tool(name, state.namespace, state.agent)  # an unknown name fails here, not mid-turn
     execution_id = new_id("exe_")
-    rt._queued_first[execution_id] = [(name, args)]
+    rt.inflight.queued_first[execution_id] = [(name, args)]
     try:
         return await rt.start(state.thread_id, execution_id=execution_id)
     except BaseException:
-        rt._queued_first.pop(execution_id, None)
+        rt.inflight.queued_first.pop(execution_id, None)
         raise
 
 
-async def engine_invoke_tool(rt: Runtime, state: ThreadState, name: str, args: dict[str, Any]) -> ToolResult:
+async def engine_invoke_tool(rt: ThreadOpsHost, state: ThreadState, name: str, args: dict[str, Any]) -> ToolResult:
     if state.agent is None:
         raise NotFoundError("agent", state.agent_id)
     tool = await rt.setups.resolve_tool(name, state.namespace, state.agent)
@@ -247,7 +247,7 @@ async def engine_invoke_tool(rt: Runtime, state: ThreadState, name: str, args: d
     return outcome.result
 
 
-async def repair_transcript(rt: Runtime, state: ThreadState, *, reason: str = "no result was recorded for this call") -> int:
+async def repair_transcript(rt: ThreadOpsHost, state: ThreadState, *, reason: str = "no result was recorded for this call") -> int:
     """Give every tool call without a result an error result, so requests stay valid."""
     history = state.execution.message_history if state.execution else await state.get_messages()
     outcomes = [(m.side, ToolOutcome(call, ToolResult("error", error=f"Error: {reason}"), None))

@@ -15,13 +15,13 @@ from .guardrails import GuardrailTripped, run_guardrails
 from .tools import ToolOutcome
 
 if TYPE_CHECKING:
-    from .loop import Execution
+    from .execution_core import ExecutionCore
     from .side import SideSetup
 
 __all__ = ["charge_budget", "check_stops", "input_guardrails", "output_tripped"]
 
 
-async def input_guardrails(x: Execution) -> None:
+async def input_guardrails(x: ExecutionCore) -> None:
     message = x.user_message
     if message is None or not message.content:
         return
@@ -40,7 +40,7 @@ async def input_guardrails(x: Execution) -> None:
     _tripped(x, trip)
 
 
-def _tripped(x: Execution, trip: Any) -> None:
+def _tripped(x: ExecutionCore, trip: Any) -> None:
     ex = x.ex
     x.bus.emit("guardrail", x.thread_id, {"kind": trip.kind, "guardrail": trip.guardrail, "info": trip.info})
     ex.outcome = "guardrail"
@@ -49,7 +49,7 @@ def _tripped(x: Execution, trip: Any) -> None:
     x.payload = {"guardrail": trip.guardrail, "kind": trip.kind, "info": trip.info}
 
 
-async def output_tripped(x: Execution, setup: SideSetup, reply: Message, trip: GuardrailTripped) -> Message:
+async def output_tripped(x: ExecutionCore, setup: SideSetup, reply: Message, trip: GuardrailTripped) -> Message:
     """Keep only the text clients already saw, marked; end the turn."""
     x._partial = None
     reply.content = trip.approved or None
@@ -62,7 +62,7 @@ async def output_tripped(x: Execution, setup: SideSetup, reply: Message, trip: G
     return stored[0]
 
 
-def charge_budget(x: Execution, outcomes: list[ToolOutcome], setup: SideSetup) -> None:
+def charge_budget(x: ExecutionCore, outcomes: list[ToolOutcome], setup: SideSetup) -> None:
     """Unreadable arguments cost the tool one retry; past the budget the turn ends."""
     budget = setup.prompt.max_tool_retries
     for out in outcomes:
@@ -76,7 +76,7 @@ def charge_budget(x: Execution, outcomes: list[ToolOutcome], setup: SideSetup) -
                 f"(budget {budget}); last problem: {out.result.error}")
 
 
-def check_stops(x: Execution, side: Literal["a", "b"], cfg: SideConfig, setup: SideSetup, outcomes: list[ToolOutcome]) -> bool:
+def check_stops(x: ExecutionCore, side: Literal["a", "b"], cfg: SideConfig, setup: SideSetup, outcomes: list[ToolOutcome]) -> bool:
     ex = x.ex
     for out in outcomes:
         name = out.call.name

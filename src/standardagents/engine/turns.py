@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import observability as observe
 from ..definitions import AgentDefinition
 from ..exceptions import NotFoundError, ShuttingDownError, StandardAgentsError
 from ..records import ExecutionRecord, Fence, Message, ThreadRecord, new_id, now_ms
-from . import approvals, recovery, threadops
+from . import approvals, claims, recovery, threadops
 from . import busy as busy_policy
 from . import client_tools as client_tools_mod
 from . import resume as resuming
@@ -31,34 +31,14 @@ from .state import ExecutionState, ThreadState
 from .tools import unanswered_calls
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from .hosts import TurnsHost
 
-__all__ = ["BUS_EVENT_TYPES", "cancel", "ended", "execute", "execute_locked", "failed_before_run", "lock", "on_bus_event", "start", "stop", "thread_of", "track"]
+__all__ = ["BUS_EVENT_TYPES", "cancel", "ended", "execute", "execute_locked", "failed_before_run", "on_bus_event", "start", "stop", "thread_of"]
 
 log = logging.getLogger("standardagents.runtime")
 
 
-@contextlib.asynccontextmanager
-
-async def lock(rt: Runtime, thread_id: str) -> AsyncIterator[None]:
-    """Hold the thread's in-process lock. The lock lives only while an execution holds or
-    waits for it, so a long-lived process keeps no lock per thread it ever ran."""
-    lock = rt._locks.get(thread_id)
-    if lock is None:
-        lock = rt._locks[thread_id] = asyncio.Lock()
-    rt._lock_users[thread_id] = rt._lock_users.get(thread_id, 0) + 1
-    try:
-        async with lock:
-            yield
-    finally:
-        left = rt._lock_users.pop(thread_id) - 1
-        if left:
-            rt._lock_users[thread_id] = left
-        else:
-            rt._locks.pop(thread_id, None)
-
-
-async def start(rt: Runtime, thread_id: str, request: TurnRequest) -> asyncio.Task[ExecutionResult]:
+async def start(rt: TurnsHost, thread_id: str, request: TurnRequest) -> asyncio.Task[ExecutionResult]:
     """Start (or queue behind the running one) the execution ``request`` asks for; returns
     its task (the fields are documented on :meth:`Runtime.start`, the public door to this)."""
     if rt.draining:
@@ -82,10 +62,10 @@ async def start(rt: Runtime, thread_id: str, request: TurnRequest) -> asyncio.Ta
         # Claim the thread now when it is free; when it is busy (here or in another
         # process) the message is stored in the inbox before anything waits, so a crash
         # or a shutdown meanwhile loses nothing and the caller need not wait for the turn.
-        if rt._pending.get(thread.id, 0) > 0:
+        if rt.inflight.pending.get(thread.id, 0) > 0:
             queued = True
         else:
-            claimed = await recovery.try_claim(rt, thread.id)
+            claimed = await claims.try_claim(rt, thread.id)
             queued = not claimed
         if queued and policy == "reject":
             busy_policy.refuse(thread.id)
@@ -99,52 +79,27 @@ async def start(rt: Runtime, thread_id: str, request: TurnRequest) -> asyncio.Ta
             rt.bus.emit("message_queued", thread.id, {"executionId": execution_id, "messageId": message.id})
             if policy in ("interrupt", "rollback"):
                 await busy_policy.preempt(rt, thread.id, rollback=policy == "rollback")
-    task = track(rt, execute(rt, thread, agent, message, start_side, execution_id, queued=queued,
-                             claimed=claimed, options=options), thread.id)
+    task = rt.inflight.track(execute(rt, thread, agent, message, start_side, execution_id, queued=queued,
+                                     claimed=claimed, options=options), thread.id)
     if queued and execution_id is not None:
-        # cancellable by its id while it waits (see cancel)
-        queued_id = execution_id
-        rt._queued_tasks[queued_id] = task
-
-        def forget(_task: asyncio.Task[ExecutionResult]) -> None:
-            rt._queued_tasks.pop(queued_id, None)
-
-        task.add_done_callback(forget)
+        rt.inflight.queue(execution_id, task)  # cancellable by its id while it waits (see cancel)
     return task
 
 
-def track(rt: Runtime, coro: Any, thread_id: str) -> asyncio.Task[ExecutionResult]:
-    """Run an execution task, counted as pending on its thread until it ends."""
-    task: asyncio.Task[ExecutionResult] = asyncio.get_running_loop().create_task(coro)
-    rt._tasks.add(task)
-    rt._pending[thread_id] = rt._pending.get(thread_id, 0) + 1
-
-    def finished(t: asyncio.Task[ExecutionResult]) -> None:
-        rt._tasks.discard(t)
-        left = rt._pending.get(thread_id, 1) - 1
-        if left > 0:
-            rt._pending[thread_id] = left
-        else:
-            rt._pending.pop(thread_id, None)
-
-    task.add_done_callback(finished)
-    return task
-
-
-async def execute(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+async def execute(rt: TurnsHost, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                    start_side: Literal["a", "b"], execution_id: str | None = None,
                    resume: ExecutionRecord | None = None, queued: bool = False,
                    claimed: bool = False, options: TurnOptions | None = None) -> ExecutionResult:
-    async with lock(rt, thread.id):
+    async with rt.inflight.lock(thread.id):
         if not claimed:
-            await recovery.claim_thread(rt, thread.id)
+            await claims.claim_thread(rt, thread.id)
         try:
             if message is not None:
                 # a turn of this thread cut short by a crash goes on before this message's turn
                 while (ahead := await _run_interrupted_turns(rt, thread, agent)) is not None:
-                    await recovery.release_thread(rt, thread.id)
+                    await claims.release_thread(rt, thread.id)
                     await _until_over(rt, thread.id, ahead)
-                    await recovery.claim_thread(rt, thread.id)
+                    await claims.claim_thread(rt, thread.id)
             if queued:
                 # the thread may have changed while the message waited: deleted, or handed
                 # to another agent (the new agent answers)
@@ -162,27 +117,27 @@ async def execute(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, mes
             return await execute_locked(rt, thread, agent, message, start_side, execution_id, resume, queued,
                                               options)
         finally:
-            await recovery.release_thread(rt, thread.id)
+            await claims.release_thread(rt, thread.id)
 
 
-async def _run_interrupted_turns(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition) -> str | None:
+async def _run_interrupted_turns(rt: TurnsHost, thread: ThreadRecord, agent: AgentDefinition) -> str | None:
     """Run on (here, now) each turn of the thread that a gone process left running, so a
     message queued behind it is answered after it. Returns the id of one that is another live
     runtime's to run (it waits for the thread's claim this caller holds): the caller lets the
     claim go and claims it again once that turn is over; None when none is left."""
     stale_before = now_ms() - int(rt.execution_lease * 1000)
     for _round in range(100):
-        here = {e.record.id for e in rt._executions.values()}
+        here = rt.inflight.execution_ids()
         interrupted = [r for r in await rt.store.list_executions(thread_id=thread.id, status="running")
                        if r.id not in here]
         if not interrupted:
             return None
         record = interrupted[0]
-        epoch = rt._resuming.get(record.id)
+        epoch = rt.inflight.resuming.get(record.id)
         if epoch is None:  # another process's: taken over here if it is gone
             claimed = await resuming.claim_orphan(rt, record, stale_before)
             if claimed is None:
-                if record.id in rt._resuming:
+                if record.id in rt.inflight.resuming:
                     # this runtime's own look for gone processes took it first: its resume
                     # waits for the thread's lock this caller holds, so the turn goes on here
                     continue
@@ -195,23 +150,23 @@ async def _run_interrupted_turns(rt: Runtime, thread: ThreadRecord, agent: Agent
     return None
 
 
-async def _until_over(rt: Runtime, thread_id: str, execution_id: str) -> None:
+async def _until_over(rt: TurnsHost, thread_id: str, execution_id: str) -> None:
     """Wait (the claim let go) until the execution is no longer running, or until this
     runtime's own look for gone processes took it over: that resume waits for the thread's
     lock the caller holds, so the caller runs the turn instead."""
     await _wait_on_thread(rt, thread_id, lambda: _over_or_mine(rt, execution_id), None)
 
 
-async def _over_or_mine(rt: Runtime, execution_id: str) -> bool:
-    return execution_id in rt._resuming or await _over(rt, execution_id)
+async def _over_or_mine(rt: TurnsHost, execution_id: str) -> bool:
+    return execution_id in rt.inflight.resuming or await _over(rt, execution_id)
 
 
-async def _over(rt: Runtime, execution_id: str) -> bool:
+async def _over(rt: TurnsHost, execution_id: str) -> bool:
     record = await rt.store.get_execution(execution_id)
     return record is None or record.status != "running"
 
 
-async def _drop_queued(rt: Runtime, thread: ThreadRecord, message: Message | None,
+async def _drop_queued(rt: TurnsHost, thread: ThreadRecord, message: Message | None,
                        execution_id: str | None) -> ExecutionResult:
     """A queued message whose thread was deleted while it waited: nothing is written."""
     execution_id = execution_id or new_id("exe_")
@@ -223,7 +178,7 @@ async def _drop_queued(rt: Runtime, thread: ThreadRecord, message: Message | Non
     return ExecutionResult(thread.id, execution_id, "cancelled", "thread_deleted", error=error)
 
 
-async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
+async def execute_locked(rt: TurnsHost, thread: ThreadRecord, agent: AgentDefinition, message: Message | None,
                           start_side: Literal["a", "b"], execution_id: str | None,
                           resume: ExecutionRecord | None, queued: bool,
                           options: TurnOptions | None = None, epoch: int = 0,
@@ -244,15 +199,14 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         record.state[OPTIONS_KEY] = options.state  # kept for a resume after a crash
     if execution_id:
         record.id = execution_id
-    ex = ExecutionState(id=record.id, side=start_side, queued_tools=rt._queued_first.pop(record.id, []))
+    ex = ExecutionState(id=record.id, side=start_side, queued_tools=rt.inflight.queued_first.pop(record.id, []))
     state = ThreadState(rt, thread, agent, thread.package, ex)
     execution = Execution(rt, state, agent, record)
     if options is not None:
         execution.take_options(options)
     task = asyncio.current_task()
     assert task is not None
-    rt._running[thread.id] = task
-    rt._executions[thread.id] = execution
+    rt.inflight.begin(thread.id, task, execution)
     recovery.beat(rt)
     execution.owned_at = asyncio.get_running_loop().time()  # proved by the turn's first write below
     try:
@@ -282,43 +236,37 @@ async def execute_locked(rt: Runtime, thread: ThreadRecord, agent: AgentDefiniti
         ex.fence = Fence(record.id, record.epoch)
         rt.bus.emit("execution_started", thread.id, {"executionId": record.id, "side": start_side})
     except asyncio.CancelledError:
-        rt._running.pop(thread.id, None)
-        rt._executions.pop(thread.id, None)
+        rt.inflight.end(thread.id)
         raise
     except Exception as exc:  # any failure before the loop (a definition, a lazy import, the store)
-        rt._running.pop(thread.id, None)
-        rt._executions.pop(thread.id, None)
+        rt.inflight.end(thread.id)
         return await failed_before_run(rt, thread, record, message, queued, exc)
     try:
         result = await observe.run_execution(execution)
     finally:
-        rt._running.pop(thread.id, None)
-        rt._executions.pop(thread.id, None)
-    if record.id in rt._roll_back:
-        rt._roll_back.discard(record.id)
+        rt.inflight.end(thread.id)
+    if record.id in rt.inflight.roll_back:
+        rt.inflight.roll_back.discard(record.id)
         if result.stop_reason == "cancelled":  # still holding the thread: nothing runs meanwhile
             await asyncio.shield(busy_policy.roll_back(rt, state))
     if ex.queued_tools and result.stop_reason == "complete":
         # queued after the turn's last step: they start the next execution, not vanish
         follow_up = new_id("exe_")
-        rt._queued_first[follow_up], ex.queued_tools = ex.queued_tools, []
+        rt.inflight.queued_first[follow_up], ex.queued_tools = ex.queued_tools, []
         await start(rt, thread.id, TurnRequest(execution_id=follow_up))
     if rt.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
-        task = asyncio.get_running_loop().create_task(_title(rt, thread, agent, message, result.text))
-        rt._background.add(task)
-        task.add_done_callback(rt._background.discard)
+        rt.inflight.spawn(_title(rt, thread, agent, message, result.text))
     return result
 
 
-async def failed_before_run(rt: Runtime, thread: ThreadRecord, record: ExecutionRecord, message: Message | None,
+async def failed_before_run(rt: TurnsHost, thread: ThreadRecord, record: ExecutionRecord, message: Message | None,
                              queued: bool, exc: Exception) -> ExecutionResult:
     """End an execution that failed before its loop ran: the record settled as an error
     and exactly one ``done``, so no client or heartbeat thinks it still runs."""
     error = str(exc) if isinstance(exc, StandardAgentsError) else f"{type(exc).__name__}: {exc}"
     if not isinstance(exc, StandardAgentsError):
         log.exception("execution %s of thread %s failed before it started", record.id, thread.id)
-    rt._running.pop(thread.id, None)
-    rt._executions.pop(thread.id, None)
+    rt.inflight.end(thread.id)
     record.status = record.stop_reason = "error"
     record.error = error
     record.updated_at = now_ms()
@@ -334,7 +282,7 @@ async def failed_before_run(rt: Runtime, thread: ThreadRecord, record: Execution
     return ExecutionResult(thread.id, record.id, "error", "error", error=error)
 
 
-async def _title(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, message: Message, reply: str | None) -> None:
+async def _title(rt: TurnsHost, thread: ThreadRecord, agent: AgentDefinition, message: Message, reply: str | None) -> None:
     """Give an untitled thread a short title written by its agent's model (a side task)."""
     from ..toolcalls import ask
 
@@ -356,14 +304,14 @@ async def _title(rt: Runtime, thread: ThreadRecord, agent: AgentDefinition, mess
         log.warning("could not title thread %s", thread.id, exc_info=True)
 
 
-async def stop(rt: Runtime, thread_id: str, *, timeout: float = 10.0,  # noqa: ASYNC109 - a bounded wait
+async def stop(rt: TurnsHost, thread_id: str, *, timeout: float = 10.0,  # noqa: ASYNC109 - a bounded wait
                rollback: bool = False) -> bool:
     """Cancel the running execution of a thread, here or in another process sharing the
     store; True when one was running and has ended.
 
     Another process is asked through the event bus (carried between workers by the
     PostgreSQL relay) and this waits up to ``timeout`` seconds for its ``done``."""
-    task = rt._running.get(thread_id)
+    task = rt.inflight.running.get(thread_id)
     if task is not None:
         task.cancel()
         # asyncio.wait, not await: a cancellation of the caller stays the caller's
@@ -378,14 +326,14 @@ async def stop(rt: Runtime, thread_id: str, *, timeout: float = 10.0,  # noqa: A
                                  ("stop_requested", {"owner": owner, "rollback": rollback}))
 
 
-async def _claim_left(rt: Runtime, thread_id: str, owner: Any) -> bool:
+async def _claim_left(rt: TurnsHost, thread_id: str, owner: Any) -> bool:
     """Whether the process ``owner`` no longer holds the thread's claim (it goes right after
     the ``done`` of its execution)."""
     holder = await rt.store.get_env("lock", "", thread_id)
     return not (isinstance(holder, dict) and holder.get("owner") == owner)
 
 
-async def _wait_on_thread(rt: Runtime, thread_id: str, settled: Callable[[], Awaitable[bool]],
+async def _wait_on_thread(rt: TurnsHost, thread_id: str, settled: Callable[[], Awaitable[bool]],
                           timeout: float | None, ask: tuple[str, dict[str, Any]] | None = None) -> bool:  # noqa: ASYNC109 - a bounded wait that reports
     """Wait (up to ``timeout`` seconds; None: for ever) until ``settled()`` says what another
     process does to the thread has happened, after emitting ``ask`` (an event type and its
@@ -407,40 +355,30 @@ async def _wait_on_thread(rt: Runtime, thread_id: str, settled: Callable[[], Awa
 BUS_EVENT_TYPES = frozenset((HANDED_OVER, "stop_requested"))
 
 
-def on_bus_event(rt: Runtime, event: Any) -> None:
+def on_bus_event(rt: TurnsHost, event: Any) -> None:
     """A bus listener (attached with a cross-process relay): a ``stop_requested`` for a
     thread this process runs cancels that execution; turns another process handed over
     while shutting down are looked for (and resumed here) at once."""
-    if event.type == HANDED_OVER and not event.local and not rt.draining and not rt._closed:
-        recovering = asyncio.get_running_loop().create_task(_recover_soon(rt))
-        rt._background.add(recovering)
-        recovering.add_done_callback(rt._background.discard)
+    if event.type == HANDED_OVER and not event.local and not rt.draining and not rt.closed:
+        rt.inflight.spawn(_recover_soon(rt))
         return
     if event.type == "stop_requested" and event.data.get("owner") == rt.owner:
         wanted = event.data.get("executionId")
         if wanted is not None:  # one execution, not whatever the thread runs
-            running = _running_task(rt, wanted)
-            queued = rt._queued_tasks.get(wanted)
+            running = rt.inflight.running_task(wanted)
+            queued = rt.inflight.queued_tasks.get(wanted)
             for task in (running, queued):
                 if task is not None:
                     task.cancel()
             return
         if event.data.get("rollback"):
             busy_policy.mark_rollback(rt, event.thread_id)
-        task = rt._running.get(event.thread_id)
+        task = rt.inflight.running.get(event.thread_id)
         if task is not None:
             task.cancel()
 
 
-def _running_task(rt: Runtime, execution_id: str) -> asyncio.Task[ExecutionResult] | None:
-    """The task running execution ``execution_id`` in this process (None: not here)."""
-    for thread_id, execution in rt._executions.items():
-        if execution.record.id == execution_id:
-            return rt._running.get(thread_id)
-    return None
-
-
-async def thread_of(rt: Runtime, execution_id: str) -> str | None:
+async def thread_of(rt: TurnsHost, execution_id: str) -> str | None:
     """The thread of an execution: stored, or still queued in a thread's inbox (None: unknown)."""
     record = await rt.store.get_execution(execution_id)
     if record is not None:
@@ -449,7 +387,7 @@ async def thread_of(rt: Runtime, execution_id: str) -> str | None:
     return queued[0] if queued is not None else None
 
 
-async def _queued_entry(rt: Runtime, execution_id: str) -> tuple[str, str, dict[str, Any]] | None:
+async def _queued_entry(rt: TurnsHost, execution_id: str) -> tuple[str, str, dict[str, Any]] | None:
     """``(thread id, message id, entry)`` of the inbox entry of a queued execution."""
     for thread_id, message_id, entry in await rt.store.list_scope("inbox"):
         if isinstance(entry, dict) and entry.get("executionId") == execution_id:
@@ -457,7 +395,7 @@ async def _queued_entry(rt: Runtime, execution_id: str) -> tuple[str, str, dict[
     return None
 
 
-async def cancel(rt: Runtime, execution_id: str, *, timeout: float = 10.0) -> bool:  # noqa: ASYNC109 - a bounded wait
+async def cancel(rt: TurnsHost, execution_id: str, *, timeout: float = 10.0) -> bool:  # noqa: ASYNC109 - a bounded wait
     """Cancel one execution by its id, wherever it is; True when it was cancelled.
 
     A queued one (its message waits in the thread's inbox, here or in another process) is
@@ -466,12 +404,12 @@ async def cancel(rt: Runtime, execution_id: str, *, timeout: float = 10.0) -> bo
     thread is left alone), here or through the bus in the process running it (this waits up
     to ``timeout`` seconds for it to end); one waiting for an approval or client results is
     marked cancelled. False when it is over or unknown."""
-    running = _running_task(rt, execution_id)
+    running = rt.inflight.running_task(execution_id)
     if running is not None:
         running.cancel()
         await ended({running})
         return True
-    waiting_here = rt._queued_tasks.get(execution_id)
+    waiting_here = rt.inflight.queued_tasks.get(execution_id)
     if waiting_here is not None:
         # not running (checked above, with no await since): it ends before writing anything
         waiting_here.cancel()
@@ -511,7 +449,7 @@ async def cancel(rt: Runtime, execution_id: str, *, timeout: float = 10.0) -> bo
                                  ("stop_requested", {"owner": owner, "executionId": execution_id}))
 
 
-async def _recover_soon(rt: Runtime) -> None:
+async def _recover_soon(rt: TurnsHost) -> None:
     try:
         await rt.recover()
     except Exception:
@@ -528,7 +466,7 @@ async def ended(tasks: set[asyncio.Task[Any]]) -> None:
             task.exception()
 
 
-async def _lapse_waits(rt: Runtime, thread_id: str, *, client_only: bool) -> None:
+async def _lapse_waits(rt: TurnsHost, thread_id: str, *, client_only: bool) -> None:
     """Cancel the thread's waiting executions (only those waiting for client tool results, or
     all), dropping the call-id index rows of client waits with them."""
     for waiting in await rt.store.list_executions(thread_id=thread_id, status="waiting"):
@@ -537,7 +475,7 @@ async def _lapse_waits(rt: Runtime, thread_id: str, *, client_only: bool) -> Non
         await _cancel_waiting(rt, waiting)
 
 
-async def _cancel_waiting(rt: Runtime, record: ExecutionRecord) -> bool:
+async def _cancel_waiting(rt: TurnsHost, record: ExecutionRecord) -> bool:
     """Mark a waiting execution cancelled by compare-and-set (a decision or results that
     resumed it meanwhile win: False), dropping the call-id index rows of a client wait."""
     seen = record.updated_at
