@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .options import TurnOptions
     from .results import ExecutionResult
     from .state import ThreadState
+    from .tools import ToolOutcome
 
 __all__ = [
     "ApprovalsHost", "BusyHost", "ClaimHost", "ClientResultsHost", "ClosingSetups", "CompositionHost",
@@ -69,7 +70,7 @@ class ResumeHost(ClaimHost, DoneHost, StateHost, Protocol):
 
     async def agent(self, name: str, namespace: str | None = None) -> AgentDefinition: ...
 
-    def store_tool_outcomes(self, state: ThreadState, outcomes: list[Any], side: Literal["a", "b"] | None,
+    def store_tool_outcomes(self, state: ThreadState, outcomes: list[ToolOutcome], side: Literal["a", "b"] | None,
                             hooks: HookSet, *, execution: ExecutionRecord | None = None,
                             sides: list[Literal["a", "b"] | None] | None = None) -> Awaitable[list[Message]]: ...
 
@@ -133,9 +134,6 @@ class ApprovalsHost(ResumeHost, ClientResultsHost, ExecutionHost, Protocol):
 
     @property
     def tool_timeout(self) -> float | None: ...
-
-    @property
-    def turn_end_hooks(self) -> list[Any]: ...
 
     async def repair_transcript(self, state: ThreadState, *, reason: str = ...) -> int: ...
 
