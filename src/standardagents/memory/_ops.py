@@ -21,7 +21,7 @@ from ._errors import MemoryInputError
 
 __all__ = [
     "ITEM_COLUMNS", "delete_item", "delete_owner", "filter_clauses", "get_item", "list_namespaces",
-    "live", "prefix_clause", "put_item", "set_pg_embedding", "stale_items", "sweep",
+    "live", "prefix_clause", "put_item", "refresh_ttls", "set_pg_embedding", "stale_items", "sweep",
 ]
 
 ITEM_COLUMNS = (items.c.id, items.c.namespace, items.c.key, items.c.value, items.c.created_at,
@@ -122,8 +122,20 @@ def set_pg_embedding(conn: Connection, item_id: str, literal: str, vector_schema
 
 
 def get_item(conn: Connection, namespace: str, key: str, now: int) -> Any:
-    return conn.execute(sa.select(*ITEM_COLUMNS).where(
+    """The live item's row (:data:`ITEM_COLUMNS`, then its TTL in minutes), or None."""
+    return conn.execute(sa.select(*ITEM_COLUMNS, items.c.ttl_minutes).where(
         items.c.namespace == namespace, items.c.key == key, live(now))).first()
+
+
+def refresh_ttls(conn: Connection, ids: list[str], now: int) -> dict[str, int]:
+    """Restart the time to live of these items (those that have one and are live) from
+    ``now``; their new expiry times, by id."""
+    if not ids:
+        return {}
+    which = sa.and_(items.c.id.in_(ids), items.c.ttl_minutes > 0, items.c.expires_at > now)
+    conn.execute(items.update().where(which).values(expires_at=now + items.c.ttl_minutes * 60_000))
+    return {r[0]: int(r[1]) for r in conn.execute(sa.select(items.c.id, items.c.expires_at).where(
+        items.c.id.in_(ids), items.c.expires_at.is_not(None)))}
 
 
 def delete_item(conn: Connection, namespace: str, key: str) -> bool:

@@ -10,6 +10,7 @@ system message marked as memory and returns the note the step record shows.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import weakref
 from typing import Any
@@ -22,8 +23,8 @@ from ._namespace import Namespace
 from .embedders import EmbedderConfig, make_embedder
 from .store import MemoryStore, WrittenBy
 
-__all__ = ["MEMORY_HEADER", "WORKING_HEADER", "before_model", "memory_filter", "memory_for", "no_secrets",
-           "remove_memory_filter", "tools"]
+__all__ = ["MEMORY_HEADER", "REFRESH_TTL_ENV", "WORKING_HEADER", "before_model", "memory_filter", "memory_for",
+           "no_secrets", "refresh_ttl_default", "remove_memory_filter", "tools"]
 
 MEMORY_HEADER = "Memory: what you remembered from earlier conversations with this user (use it when relevant):"
 WORKING_HEADER = "Working memory: the user's document you keep (rewrite it with memory_update_working):"
@@ -70,6 +71,16 @@ async def _registered(namespace: Namespace, key: str, value: dict[str, Any]) -> 
     return value
 
 
+#: ``0`` / ``false``: reads do not restart items' time to live unless asked (default: they do)
+REFRESH_TTL_ENV = "STANDARDAGENTS_MEMORY_REFRESH_TTL"
+
+
+def refresh_ttl_default() -> bool:
+    """The store-wide default of ``refresh_ttl``, from :data:`REFRESH_TTL_ENV`."""
+    raw = os.environ.get(REFRESH_TTL_ENV, "").strip().lower()
+    return raw not in ("0", "false", "no", "off")
+
+
 async def memory_for(rt: Any, embedder: str | dict[str, Any] | None = "offline") -> MemoryStore:
     """The memory store of a runtime's database for one embedder, shared by its agents and its server."""
     config = EmbedderConfig.model_validate(embedder) if isinstance(embedder, dict) else embedder
@@ -77,7 +88,8 @@ async def memory_for(rt: Any, embedder: str | dict[str, Any] | None = "offline")
     by_name = _stores.setdefault(rt, {})
     memory = by_name.get(made.name)
     if memory is None:
-        memory = by_name[made.name] = MemoryStore(rt.store, embedder=made, filters=[no_secrets, _registered])
+        memory = by_name[made.name] = MemoryStore(rt.store, embedder=made, filters=[no_secrets, _registered],
+                                                  refresh_ttl=refresh_ttl_default())
         await memory.open()
     return memory
 

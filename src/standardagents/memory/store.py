@@ -25,6 +25,7 @@ from ._ops import (
     get_item,
     list_namespaces,
     put_item,
+    refresh_ttls,
     replace_vector,
     stale_items,
     sweep,
@@ -127,12 +128,16 @@ class MemoryStore:
 
     ``embedder`` makes items searchable by meaning; without one, search filters and lists.
     ``index`` is the value fields embedded by default (``"$"``: all its text). ``filters`` run
-    on every write, in order (see :data:`MemoryFilter`).
+    on every write, in order (see :data:`MemoryFilter`). ``refresh_ttl``: whether ``get`` and
+    ``search`` restart the time to live of what they return when not told (as LangGraph's
+    store does by default), so an item in use does not expire.
     """
 
     def __init__(self, store: Any, *, embedder: Embedder | None = None, index: Sequence[str] = ("$",),
-                 filters: Sequence[MemoryFilter] = (), max_value_bytes: int = MAX_VALUE_BYTES) -> None:
+                 filters: Sequence[MemoryFilter] = (), max_value_bytes: int = MAX_VALUE_BYTES,
+                 refresh_ttl: bool = True) -> None:
         self.store = store
+        self.refresh_ttl = refresh_ttl
         self.embedder = embedder
         self.index_fields = list(index)
         self.filters: list[MemoryFilter] = list(filters)
@@ -246,17 +251,51 @@ class MemoryStore:
         return await run(self.store, sweep, now_ms())
 
     # ------------------------------------------------------------------------------ reads
-    async def get(self, namespace: Sequence[str], key: str) -> Item | None:
+    def _refreshing(self, refresh_ttl: bool | None) -> bool:
+        if refresh_ttl is None:
+            return self.refresh_ttl
+        if not isinstance(refresh_ttl, bool):
+            raise MemoryInputError(f"refresh_ttl must be true, false or null, not {refresh_ttl!r}")
+        return refresh_ttl
+
+    async def _refreshed(self, rows: list[Any], now: int) -> dict[str, int]:
+        """Restart the TTL of the rows' items that have one; their new expiry times."""
+        ids = [row[0] for row in rows if row[6] is not None]
+        return await run(self.store, refresh_ttls, ids, now) if ids else {}
+
+    async def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        """The item, or None when there is none (or it expired). ``refresh_ttl`` (default:
+        the store's) restarts its time to live."""
         await self.open()
         ns = check_namespace(namespace)
-        row = await run(self.store, get_item, dotted(ns), check_key(key), now_ms(), write=False)
-        return _item(row) if row is not None else None
+        refresh = self._refreshing(refresh_ttl)
+        now = now_ms()
+        row = await run(self.store, get_item, dotted(ns), check_key(key), now, write=False)
+        if row is None:
+            return None
+        item = _item(row)
+        if refresh and row[8]:
+            item.expires_at = (await self._refreshed([row], now)).get(row[0], item.expires_at)
+        return item
 
     async def search(self, namespace_prefix: Sequence[str] = (), *, query: str | None = None,
-                     filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0) -> list[Item]:
+                     filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
+                     refresh_ttl: bool | None = None) -> list[Item]:
         """Items under ``namespace_prefix`` whose value matches ``filter``; with ``query`` (and
         an embedder), the indexed ones ranked by similarity, each with its ``score``;
-        otherwise the most recently updated first."""
+        otherwise the most recently updated first. ``refresh_ttl`` (default: the store's)
+        restarts the time to live of the items returned."""
+        refresh = self._refreshing(refresh_ttl)
+        found = await self._search(namespace_prefix, query, filter, limit, offset)
+        if not refresh or not found:
+            return [item for _, item in found]
+        expiries = await self._refreshed([row for row, _ in found], now_ms())
+        for row, item in found:
+            item.expires_at = expiries.get(row[0], item.expires_at)
+        return [item for _, item in found]
+
+    async def _search(self, namespace_prefix: Sequence[str], query: str | None, filter: Mapping[str, Any] | None,
+                      limit: int, offset: int) -> list[tuple[Any, Item]]:
         await self.open()
         prefix = dotted(check_namespace(namespace_prefix, field="namespace_prefix", allow_empty=True))
         for name, n, low in (("limit", limit, 1), ("offset", offset, 0)):
@@ -269,8 +308,9 @@ class MemoryStore:
         if query and self.embedder is not None:
             vector = (await self._embed([query]))[0]
             q = SearchQuery(prefix, conditions, self.embedder.name, len(vector), vector, limit, offset, now)
-            return [_item(row, score) for row, score in await self.vector_index.search(q)]
-        return [_item(row) for row in await run(self.store, _plain, prefix, conditions, limit, offset, now, write=False)]
+            return [(row, _item(row, score)) for row, score in await self.vector_index.search(q)]
+        rows = await run(self.store, _plain, prefix, conditions, limit, offset, now, write=False)
+        return [(row, _item(row)) for row in rows]
 
     async def list_namespaces(self, prefix: Sequence[str] = (), *, suffix: Sequence[str] = (),
                               max_depth: int | None = None, limit: int = 100, offset: int = 0) -> list[Namespace]:

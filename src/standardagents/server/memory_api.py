@@ -138,6 +138,16 @@ async def put_item(request: Request) -> Response:
     return Response(status_code=204)
 
 
+def _flag(raw: str | None, name: str) -> bool | None:
+    """A query parameter's ``true`` / ``false`` (absent: None, the store's default)."""
+    if raw is None or raw == "":
+        return None
+    flag = {"true": True, "1": True, "false": False, "0": False}.get(raw.strip().lower())
+    if flag is None:
+        raise ApiError(422, f"query parameter {name!r} must be true or false, not {raw[:40]!r}")
+    return flag
+
+
 async def get_item(request: Request) -> Response:
     caller = await authenticate(request)
     try:
@@ -145,8 +155,9 @@ async def get_item(request: Request) -> Response:
     except MemoryInputError as exc:
         raise ApiError(422, str(exc)) from None
     key = request.query_params.get("key") or ""
+    refresh = _flag(request.query_params.get("refresh_ttl"), "refresh_ttl")
     memory = await server_memory(request)
-    item = await _call(memory.get(await _reach(request, caller, namespace, "read"), key))
+    item = await _call(memory.get(await _reach(request, caller, namespace, "read"), key, refresh_ttl=refresh))
     if item is None:
         raise ApiError(404, f"no item {key!r} in namespace {list(namespace)!r}")
     return JSONResponse(item.to_dict())
@@ -168,7 +179,8 @@ async def search_items(request: Request) -> Response:
     prefix = await _reach(request, caller, _namespace(body, "namespace_prefix", allow_empty=True), "read", prefix=True)
     memory = await server_memory(request)
     items = await _call(memory.search(prefix, query=body.get("query"), filter=body.get("filter"),
-                                      limit=body.get("limit", 10), offset=body.get("offset", 0)))
+                                      limit=body.get("limit", 10), offset=body.get("offset", 0),
+                                      refresh_ttl=body.get("refresh_ttl")))
     return JSONResponse({"items": [i.to_dict() for i in items]})
 
 
