@@ -56,6 +56,7 @@ from .streams import (
     user_ws,
 )
 from .traces import trace_link
+from .webhooks_api import subscribe_run
 
 __all__ = ["WORKER_HEADER", "WorkerHeaderMiddleware", "api_routes", "file_dict", "thread_dict"]
 
@@ -423,8 +424,15 @@ async def send_message(request: Request) -> Response:
         raise ApiError(422, "choose one of ?stream=true and ?wait=true")
     server = server_of(request)
     rt = server.runtime
+    # ``webhook``: a subscription to this execution's events alone (removed if it does not start)
+    hook, unsubscribe = await subscribe_run(request, caller, thread.id, execution_id, body.get("webhook"))
+    subscribed = {"webhook": hook.to_dict(secret=True)} if hook is not None else {}
     if wait:
-        task = (await rt.begin(thread.id, turn_request)).task
+        try:
+            task = (await rt.begin(thread.id, turn_request)).task
+        except BaseException:
+            await unsubscribe()
+            raise
         _keep(request, task)
         await asyncio.wait({task})
         if task.cancelled() and rt.draining:
@@ -433,7 +441,7 @@ async def send_message(request: Request) -> Response:
                                 f"{execution_id}: follow the thread's stream or GET {server.prefix}/executions/{execution_id}",
                            "shutting_down", headers={"Retry-After": "1"})
         result = task.result()
-        return JSONResponse(result.to_dict())
+        return JSONResponse({**result.to_dict(), **subscribed})
     from .streams import wants_reasoning
 
     sub = rt.subscribe(thread.id, reasoning=wants_reasoning(request), maxsize=server.stream_buffer)
@@ -441,6 +449,7 @@ async def send_message(request: Request) -> Response:
         task = (await rt.begin(thread.id, turn_request)).task
     except BaseException:
         sub.close()
+        await unsubscribe()
         raise
     _keep(request, task)
     if stream:
@@ -454,8 +463,8 @@ async def send_message(request: Request) -> Response:
     finally:
         sub.close()
     prefix = server.prefix
-    return JSONResponse({"threadId": thread.id, "executionId": execution_id, "queued": queued, "status": "accepted"},
-                        status_code=202, headers={"Location": f"{prefix}/threads/{thread.id}/stream"})
+    return JSONResponse({"threadId": thread.id, "executionId": execution_id, "queued": queued, "status": "accepted",
+                         **subscribed}, status_code=202, headers={"Location": f"{prefix}/threads/{thread.id}/stream"})
 
 
 async def stop_thread(request: Request) -> Response:

@@ -6,6 +6,7 @@ A caller sees its own subscriptions (an admin every one).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -22,7 +23,9 @@ from .auth import authenticate, require_thread
 from .errors import ApiError, JSONResponse, read_json
 from .state import server_of
 
-__all__ = ["webhook_routes"]
+__all__ = ["subscribe_run", "webhook_routes"]
+
+Unsubscribe = Callable[[], Awaitable[None]]
 
 
 async def _mine(request: Request, caller: UserRecord) -> WebhookRecord:
@@ -56,6 +59,36 @@ async def create(request: Request) -> Response:
     record = await create_webhook(server_of(request).runtime, url, body.get("events"), secret=_str(body, "secret"),
                                   thread_id=thread_id, user_id=caller.id)
     return JSONResponse(record.to_dict(secret=True), status_code=201)
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def subscribe_run(request: Request, caller: UserRecord, thread_id: str, execution_id: str,
+                        spec: Any) -> tuple[WebhookRecord | None, Unsubscribe]:
+    """The ``webhook`` of a message (``{url, events?, secret?}``): a subscription to that
+    execution's events alone (``execution.done`` unless ``events`` names others; it always
+    ends with the execution's ``execution.done``, after which it is removed). Returns what
+    removes it again when the turn does not start."""
+    if spec is None:
+        return None, _nothing
+    if not isinstance(spec, dict):
+        raise ApiError(422, "field 'webhook' must be an object: {\"url\", \"events\"?, \"secret\"?}")
+    unknown = sorted(set(spec) - {"url", "events", "secret"})
+    if unknown:
+        raise ApiError(422, f"field 'webhook' has unknown field {unknown[0]!r} (known: url, events, secret)")
+    url = _str(spec, "url")
+    if not url:
+        raise ApiError(422, "field 'webhook.url' is required: where to POST this execution's events")
+    rt = server_of(request).runtime
+    record = await create_webhook(rt, url, spec.get("events", ["execution.done"]), secret=_str(spec, "secret"),
+                                  thread_id=thread_id, user_id=caller.id, execution_id=execution_id)
+
+    async def unsubscribe() -> None:
+        await run_op(rt.store, ops.delete_webhook, record.id)
+
+    return record, unsubscribe
 
 
 async def list_all(request: Request) -> Response:

@@ -45,8 +45,10 @@ class Services:
         data = {k: v for k, v in event.data.items() if k not in ("token", "approvalToken", "stateToken")}
         data["threadId"] = event.thread_id
         key = f"{data.get('executionId', '')}:{data.get('id', '')}"
+        execution = data.get("executionId")
         task = asyncio.get_running_loop().create_task(enqueue(self.rt, "approval.requested", key, data,
-                                                              event.thread_id))
+                                                              event.thread_id,
+                                                              execution if isinstance(execution, str) else None))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -38,8 +38,10 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_TYPES",
     "WebhookSender",
+    "create_a2a_config",
     "create_webhook",
     "enqueue",
+    "enqueue_push",
     "new_secret",
     "sign",
 ]
@@ -94,13 +96,19 @@ def sign(secret: str, message_id: str, timestamp: int, body: str) -> dict[str, s
 
 async def create_webhook(rt: Runtime, url: str, events: Any, *, secret: str | None = None,
                          thread_id: str | None = None, user_id: str | None = None, name: str | None = None,
-                         source: str = "api") -> WebhookRecord:
+                         source: str = "api", execution_id: str | None = None) -> WebhookRecord:
     """Subscribe ``url`` to ``events`` (checked: shape, events, secret, and no internal
-    address unless allowed); the record carries the signing secret."""
+    address unless allowed); the record carries the signing secret. With ``execution_id``
+    the subscription is that execution's only: it always gets the execution's
+    ``execution.done``, its last event, and is removed once that was delivered."""
     await check_url(url)
-    record = WebhookRecord(id=new_id("wh_"), name=name, url=url, events=_check_events(events),
+    checked = _check_events(events)
+    if execution_id is not None and "*" not in checked and "execution.done" not in checked:
+        checked.append("execution.done")
+    record = WebhookRecord(id=new_id("wh_"), name=name, url=url, events=checked,
                            secret=_check_secret(secret) if secret is not None else new_secret(),
-                           thread_id=thread_id, user_id=user_id, source=source, created_at=now_ms())
+                           thread_id=thread_id, user_id=user_id, source=source, created_at=now_ms(),
+                           execution_id=execution_id)
     if name is not None:
         await run_op(rt.store, ops.upsert_defined_webhook, record)
     else:
@@ -108,14 +116,44 @@ async def create_webhook(rt: Runtime, url: str, events: Any, *, secret: str | No
     return record
 
 
-async def enqueue(rt: Runtime, event_type: str, key: str, data: dict[str, Any], thread_id: str | None) -> int:
-    """Write ``event_type`` about ``key`` to the outbox of every subscription wanting it."""
+async def enqueue(rt: Runtime, event_type: str, key: str, data: dict[str, Any], thread_id: str | None,
+                  execution_id: str | None = None) -> int:
+    """Write ``event_type`` about ``key`` (of ``thread_id`` and ``execution_id``) to the
+    outbox of every subscription wanting it."""
     payload = {"type": event_type, "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"), "data": data}
     added = await run_op(rt.store, ops.enqueue_event, event_type, f"{event_type}:{key}", payload, thread_id,
-                         lambda: new_id("msg_"), now_ms())
+                         lambda: new_id("msg_"), now_ms(), execution_id)
+    _wake(rt, added)
+    return added
+
+
+def _wake(rt: Runtime, added: int) -> None:
     sender = _SENDERS.get(rt)
     if added and sender is not None:
         sender.wake()
+
+
+async def create_a2a_config(rt: Runtime, task_id: str, user_id: str | None, config: dict[str, Any]) -> WebhookRecord:
+    """Store an A2A push-notification config (``config``: its JSON form, with ``id`` and
+    ``url``) for task ``task_id``, replacing the caller's config of the same id. Its URL is
+    checked like a webhook's; its notifications go through the same outbox and sender."""
+    url = config.get("url")
+    if not isinstance(url, str) or not url:
+        raise DefinitionError("a push-notification config needs a 'url'")
+    await check_url(url)
+    record = WebhookRecord(id=new_id("wh_"), name=None, url=url, events=[ops.A2A_EVENT], secret=new_secret(),
+                           thread_id=None, user_id=user_id, source="a2a", created_at=now_ms(),
+                           execution_id=task_id, kind="a2a", config=dict(config))
+    await run_op(rt.store, ops.put_a2a_config, record)
+    return record
+
+
+async def enqueue_push(rt: Runtime, task_id: str, body: dict[str, Any]) -> int:
+    """Write one A2A push notification (``body``: the task's ``StreamResponse`` as JSON) to
+    the outbox of every push-notification config of ``task_id``; each is sent once."""
+    added = await run_op(rt.store, ops.enqueue_event, ops.A2A_EVENT, f"{ops.A2A_EVENT}:{task_id}:{new_id('n_')}",
+                         body, None, lambda: new_id("msg_"), now_ms(), task_id)
+    _wake(rt, added)
     return added
 
 
@@ -125,9 +163,23 @@ async def on_turn_end(rt: Runtime, record: ExecutionRecord, data: dict[str, Any]
     outcome = data.get("outcome") or record.stop_reason or record.status
     body = {"executionId": record.id, "threadId": record.thread_id, "outcome": outcome,
             "stopReason": data.get("stopReason"), "error": data.get("error")}
-    await enqueue(rt, "execution.done", record.id, body, record.thread_id)
+    # ``execution.failed`` first: ``execution.done`` is the last event of a subscription made
+    # for this execution alone, which is removed once it was delivered
     if outcome in FAILED_OUTCOMES or record.status == "failed":
-        await enqueue(rt, "execution.failed", record.id, body, record.thread_id)
+        await enqueue(rt, "execution.failed", record.id, body, record.thread_id, record.id)
+    await enqueue(rt, "execution.done", record.id, body, record.thread_id, record.id)
+
+
+def _a2a_headers(config: dict[str, Any]) -> dict[str, str]:
+    """What the A2A spec sends with a push notification: the config's ``token`` as
+    ``X-A2A-Notification-Token``, and its ``authentication`` as ``Authorization``."""
+    headers: dict[str, str] = {}
+    if config.get("token"):
+        headers["X-A2A-Notification-Token"] = str(config["token"])
+    auth = config.get("authentication") or {}
+    if isinstance(auth, dict) and auth.get("scheme") and auth.get("credentials"):
+        headers["Authorization"] = f"{auth['scheme']} {auth['credentials']}"
+    return headers
 
 
 def _backoff(attempts: int) -> float:
@@ -217,6 +269,8 @@ class WebhookSender:
             try:
                 await check_url(hook.url)
                 headers = sign(hook.secret, row.id, int(time.time()), body)
+                if hook.kind == "a2a":
+                    headers.update(_a2a_headers(hook.config or {}))
                 response = await self._client.post(hook.url, content=body.encode(), headers=headers)
                 status = response.status_code
                 if not 200 <= status < 300:

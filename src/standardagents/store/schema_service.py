@@ -4,7 +4,8 @@ their delivery outbox and log, quota slots, and the counting windows of shared r
 Each claim is a row or a conditional update, so several workers sharing one database agree
 without talking to each other: a tick is run by the worker whose insert of ``(schedule,
 tick)`` succeeded, an outbox row is sent by the worker whose claim took it, a quota slot or a
-window's count moves only while under its limit. Alembic revision 0009 creates the same shape.
+window's count moves only while under its limit. Alembic revision 0009 creates the same shape
+(0011 adds the execution and A2A columns of ``webhooks``).
 """
 
 from __future__ import annotations
@@ -79,7 +80,14 @@ webhooks = Table(
     Column("user_id", String(64)),
     Column("source", String(16), nullable=False),
     Column("created_at", BigInteger, nullable=False),
+    #: deliveries only for events of this execution (None: every execution); revision 0011
+    Column("execution_id", String(64)),
+    #: ``webhook`` (Standard Webhooks events) or ``a2a`` (an A2A task's push notifications)
+    Column("kind", String(16), nullable=False, server_default="webhook"),
+    #: an ``a2a`` subscription's push-notification config, as the client set it
+    Column("config", JSON),
     Index("ix_webhooks_name", "name", unique=True),
+    Index("ix_webhooks_execution", "execution_id"),
 )
 
 #: events waiting to be delivered (and delivered ones, for the log and replays)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, Connection, and_, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
@@ -224,10 +224,17 @@ class WebhookRecord:
     user_id: str | None
     source: str
     created_at: int
+    #: deliveries only for events of this execution (a subscription made with a message)
+    execution_id: str | None = None
+    #: ``webhook``, or ``a2a``: the push-notification config of the A2A task ``execution_id``
+    kind: str = "webhook"
+    #: an ``a2a`` subscription's config as the client set it (its id, url, token, authentication)
+    config: dict[str, Any] | None = None
 
     def to_dict(self, *, secret: bool = False) -> dict[str, Any]:
         data = {"id": self.id, "name": self.name, "url": self.url, "events": list(self.events),
-                "thread": self.thread_id, "userId": self.user_id, "source": self.source, "createdAt": self.created_at}
+                "thread": self.thread_id, "execution": self.execution_id, "userId": self.user_id,
+                "source": self.source, "createdAt": self.created_at}
         if secret:
             data["secret"] = self.secret
         return data
@@ -308,7 +315,7 @@ def get_webhook(conn: Connection, webhook_id: str) -> WebhookRecord | None:
 
 
 def list_webhooks(conn: Connection, user_id: str | None) -> list[WebhookRecord]:
-    stmt = select(webhooks).order_by(webhooks.c.created_at, webhooks.c.id)
+    stmt = select(webhooks).where(webhooks.c.kind == "webhook").order_by(webhooks.c.created_at, webhooks.c.id)
     if user_id is not None:
         stmt = stmt.where(webhooks.c.user_id == user_id)
     return [_webhook(r) for r in conn.execute(stmt)]
@@ -321,13 +328,23 @@ def delete_webhook(conn: Connection, webhook_id: str) -> bool:
     return bool(gone)
 
 
+#: the event an A2A push-notification config receives (and only it)
+A2A_EVENT = "a2a.task"
+
+
 def enqueue_event(conn: Connection, event_type: str, event_key: str, payload: dict[str, Any],
-                  thread_id: str | None, ids: Callable[[], str], now: int) -> int:
+                  thread_id: str | None, ids: Callable[[], str], now: int, execution_id: str | None = None) -> int:
     """One outbox row per subscription wanting the event (once per subscription and key,
-    however many workers enqueue it). Returns how many rows were added."""
+    however many workers enqueue it): of its kind, naming it, and of its thread and
+    execution when it is scoped to one. Returns how many rows were added."""
     added = 0
-    for hook in conn.execute(select(webhooks)):
+    scoped: ColumnElement[bool] = webhooks.c.execution_id.is_(None)
+    if execution_id is not None:
+        scoped = or_(scoped, webhooks.c.execution_id == execution_id)
+    for hook in conn.execute(select(webhooks).where(scoped)):
         record = _webhook(hook)
+        if (record.kind == "a2a") != (event_type == A2A_EVENT):
+            continue
         if event_type not in record.events and "*" not in record.events:
             continue
         if record.thread_id is not None and record.thread_id != thread_id:
@@ -373,9 +390,27 @@ def record_attempt(conn: Connection, outbox: OutboxRecord, worker: str, status_c
 
 def record_attempts(conn: Connection, worker: str, results: list[tuple[OutboxRecord, int | None, str | None, int,
                                                                   bool, int | None]], now: int) -> int:
-    """:func:`record_attempt` for a batch, in one transaction; returns how many rows settled."""
-    return sum(record_attempt(conn, row, worker, status, error, duration_ms, delivered, retry_at, now)
-               for row, status, error, duration_ms, delivered, retry_at in results)
+    """:func:`record_attempt` for a batch, in one transaction; returns how many rows settled.
+    A subscription made for one execution is removed once its ``execution.done`` was settled
+    and nothing else of it waits."""
+    settled = sum(record_attempt(conn, row, worker, status, error, duration_ms, delivered, retry_at, now)
+                  for row, status, error, duration_ms, delivered, retry_at in results)
+    hooks = {row.webhook_id for row, *_ in results}
+    if hooks:
+        for (webhook_id,) in conn.execute(select(webhooks.c.id).where(
+                webhooks.c.id.in_(hooks), webhooks.c.execution_id.is_not(None), webhooks.c.kind == "webhook")):
+            _end_run_subscription(conn, webhook_id)
+    return settled
+
+
+def _end_run_subscription(conn: Connection, webhook_id: str) -> None:
+    o = webhook_outbox.c
+    rows = conn.execute(select(o.event_type, o.status).where(o.webhook_id == webhook_id)).all()
+    if any(r.status == "pending" for r in rows) or not any(r.event_type == "execution.done" for r in rows):
+        return
+    conn.execute(delete(webhooks).where(webhooks.c.id == webhook_id))
+    conn.execute(delete(webhook_outbox).where(o.webhook_id == webhook_id))
+    conn.execute(delete(webhook_attempts).where(webhook_attempts.c.webhook_id == webhook_id))
 
 
 def list_outbox(conn: Connection, webhook_id: str, limit: int) -> list[OutboxRecord]:
@@ -470,3 +505,32 @@ def tenant_usage(conn: Connection, tenant: str, since: int) -> list[tuple[Any, A
             .where(messages.c.role == "assistant", messages.c.usage.is_not(None), messages.c.created_at >= since,
                    threads.c.metadata["tenant"].as_string() == tenant))
     return [(r[0], r[1]) for r in conn.execute(stmt)]
+
+
+# ---------------------------------------------------------------- A2A push-notification configs
+
+def a2a_configs(conn: Connection, task_id: str, user_id: str | None) -> list[WebhookRecord]:
+    """The push-notification configs of A2A task ``task_id`` (``user_id``'s, or everyone's)."""
+    stmt = select(webhooks).where(webhooks.c.execution_id == task_id, webhooks.c.kind == "a2a")
+    if user_id is not None:
+        stmt = stmt.where(webhooks.c.user_id == user_id)
+    return [_webhook(r) for r in conn.execute(stmt.order_by(webhooks.c.created_at, webhooks.c.id))]
+
+
+def put_a2a_config(conn: Connection, record: WebhookRecord) -> None:
+    """Store ``record`` in place of the caller's config of the same id for the same task."""
+    config_id = (record.config or {}).get("id")
+    for old in a2a_configs(conn, str(record.execution_id), record.user_id):
+        if (old.config or {}).get("id") == config_id:
+            conn.execute(delete(webhooks).where(webhooks.c.id == old.id))
+    insert_webhook(conn, record)
+
+
+def delete_a2a_configs(conn: Connection, task_id: str, user_id: str | None, config_id: str | None) -> int:
+    """Remove the caller's configs of the task (the one with ``config_id``, or all); pending
+    notifications of a removed config are dropped."""
+    gone = 0
+    for old in a2a_configs(conn, task_id, user_id):
+        if config_id is None or (old.config or {}).get("id") == config_id:
+            gone += delete_webhook(conn, old.id)
+    return gone
