@@ -15,7 +15,6 @@ from sqlalchemy import event
 from engine_helpers import stub_model
 from standardagents import Runtime, define_agent, define_prompt, define_tool
 from standardagents.engine.compaction import place_summaries
-from standardagents.engine.history import place_in_window
 from standardagents.project import build_registry
 from standardagents.records import Message, ThreadRecord
 from standardagents.store import SQLStore
@@ -215,28 +214,47 @@ async def _store_thread(store: SQLStore, hidden: list[bool]) -> str:
 
 
 @st.composite
-def _threads(draw: Any) -> tuple[list[Message], int]:
-    """Stored messages (hidden or not, some summaries anchored on earlier ids or on a deleted
-    one) and where a window starts."""
+def _threads(draw: Any, on_summaries: bool = True) -> tuple[list[Message], int]:
+    """Stored messages (hidden or not, some of them summaries anchored on an earlier message
+    or on a deleted one; on an earlier summary too when ``on_summaries``) and where a window
+    starts."""
     n = draw(st.integers(1, 14))
     out: list[Message] = []
     for i in range(n):
         metadata: dict[str, Any] = {}
-        if i and draw(st.booleans()):
-            anchor = draw(st.one_of(st.integers(0, i - 1).map(lambda k: f"m{k}"), st.just("gone")))
-            metadata = {"summary": True, "insertBefore": anchor}
+        targets = [f"m{k}" for k in range(i) if on_summaries or not out[k].metadata]
+        if draw(st.booleans()):
+            metadata = {"summary": True, "insertBefore": draw(st.sampled_from([*targets, "gone"]))}
         out.append(Message(thread_id="t", role="user", id=f"m{i}", hidden=draw(st.booleans()), metadata=metadata,
                            seq=i + 1))
     return out, draw(st.integers(0, n - 1))
 
 
-@given(_threads())
-def test_summaries_in_a_window_are_placed_as_over_the_whole_thread(case: tuple[list[Message], int]):
-    whole, start = case
+def _placed_in_window(whole: list[Message], start: int) -> list[Message]:
+    """What a turn places, knowing the window and its summaries' anchors before it."""
     window = whole[start:]
-    inside = {m.id for m in window}
     earlier = {m.id: m.seq for m in whole[:start] if m.seq is not None}
     wanted = [m.metadata["insertBefore"] for m in window if m.metadata.get("summary")]
-    positions = {a: earlier[a] for a in wanted if a in earlier}
+    return place_summaries(window, {a: earlier[a] for a in wanted if a in earlier})
+
+
+@given(_threads(on_summaries=False))
+def test_summaries_in_a_window_are_placed_as_over_the_whole_thread(case: tuple[list[Message], int]):
+    whole, start = case
+    inside = {m.id for m in whole[start:]}
     expected = [m.id for m in place_summaries(whole) if m.id in inside]
-    assert [m.id for m in place_in_window(window, positions)] == expected
+    assert [m.id for m in _placed_in_window(whole, start)] == expected
+
+
+@given(_threads())
+def test_placing_summaries_keeps_every_message_once(case: tuple[list[Message], int]):
+    whole, start = case
+    assert sorted(m.id for m in place_summaries(whole)) == sorted(m.id for m in whole)
+    assert sorted(m.id for m in _placed_in_window(whole, start)) == sorted(m.id for m in whole[start:])
+
+
+def test_a_summary_of_a_summary_goes_before_it():
+    kept = Message(thread_id="t", role="user", id="kept")
+    first = Message(thread_id="t", role="user", id="first", metadata={"summary": True, "insertBefore": "kept"})
+    second = Message(thread_id="t", role="user", id="second", metadata={"summary": True, "insertBefore": "first"})
+    assert [m.id for m in place_summaries([kept, first, second])] == ["second", "first", "kept"]

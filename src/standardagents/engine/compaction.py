@@ -86,20 +86,41 @@ async def compact_if_needed(execution: ExecutionCore, setup: SideSetup, system: 
     return True
 
 
-def place_summaries(history: list[Message]) -> list[Message]:
-    """Put stored summaries back where they belong (before the first message they kept)."""
+def place_summaries(history: list[Message], earlier: dict[str, int] | None = None) -> list[Message]:
+    """Put stored summaries back where they belong: before the first message they kept (a
+    summary that kept an earlier summary first goes before that one). The newest summary of
+    a message wins; one whose message no longer exists stays where it was stored.
+
+    ``earlier``: for a history that starts partway through its thread (the thread's messages
+    from some position on), the stored position of each summary's anchor that lies before it;
+    those summaries open the history, in the order of their anchors' positions."""
     ids = {m.id for m in history}
-    summaries = {m.metadata["insertBefore"]: m for m in history
-                 if m.metadata.get("summary") and m.metadata.get("insertBefore") in ids}
+    before = earlier or {}
+    summaries: dict[str, Message] = {}
+    for m in history:
+        anchor = m.metadata.get("insertBefore") if m.metadata.get("summary") else None
+        if isinstance(anchor, str) and (anchor in ids or anchor in before):
+            summaries[anchor] = m
     if not summaries:
         return history
     moved = {id(m) for m in summaries.values()}
     out: list[Message] = []
+    done: set[int] = set()
+    for anchor in sorted((a for a in summaries if a not in ids), key=before.__getitem__):
+        _place(out, summaries[anchor], summaries, done)
     for m in history:
-        if id(m) in moved:
-            continue
-        placed = summaries.get(m.id)
-        if placed is not None:
-            out.append(placed)
-        out.append(m)
+        if id(m) not in moved:
+            _place(out, m, summaries, done)
     return out
+
+
+def _place(out: list[Message], m: Message, summaries: dict[str, Message], done: set[int]) -> None:
+    """Append ``m`` after the summary placed before it (after that one's own, and so on)."""
+    chain: list[Message] = []
+    placed = summaries.get(m.id)
+    while placed is not None and id(placed) not in done:
+        done.add(id(placed))
+        chain.append(placed)
+        placed = summaries.get(placed.id)
+    out.extend(reversed(chain))
+    out.append(m)

@@ -23,7 +23,7 @@ from .compaction import place_summaries
 if TYPE_CHECKING:
     from .loop import Execution
 
-__all__ = ["place_in_window", "turn_history"]
+__all__ = ["turn_history"]
 
 
 async def turn_history(execution: Execution, *, resumed: bool = False) -> list[Message]:
@@ -37,7 +37,7 @@ async def turn_history(execution: Execution, *, resumed: bool = False) -> list[M
     ids = {m.id for m in window}
     earlier = [a for m in window if (a := _anchor(m)) is not None and a not in ids]
     positions = await store.message_positions(thread_id, earlier) if earlier else {}
-    return place_in_window(window, positions)
+    return place_summaries(window, positions)
 
 
 def _counts_whole_thread(execution: Execution, resumed: bool) -> bool:
@@ -53,29 +53,3 @@ def _anchor(m: Message) -> str | None:
         return None
     anchor = m.metadata.get("insertBefore")
     return anchor if isinstance(anchor, str) else None
-
-
-def place_in_window(window: list[Message], earlier: dict[str, int]) -> list[Message]:
-    """:func:`place_summaries` of the whole thread, restricted to ``window`` (the thread's
-    messages from some position on), knowing only ``earlier``: the stored position of each
-    summary's anchor that lies before the window. A summary goes before its anchor; one whose
-    anchor lies before the window therefore opens it (in the order of their anchors), and one
-    whose anchor no longer exists stays where it was stored, as in the whole thread."""
-    ids = {m.id for m in window}
-    summaries: dict[str, Message] = {}
-    for m in window:
-        anchor = _anchor(m)
-        if anchor is not None and (anchor in ids or anchor in earlier):
-            summaries[anchor] = m  # the newest summary of an anchor wins, as in place_summaries
-    if not summaries:
-        return window
-    moved = {id(m) for m in summaries.values()}
-    out = [summaries[a] for a in sorted((a for a in summaries if a not in ids), key=earlier.__getitem__)]
-    for m in window:
-        if id(m) in moved:
-            continue
-        placed = summaries.get(m.id)
-        if placed is not None:
-            out.append(placed)
-        out.append(m)
-    return out
