@@ -19,6 +19,9 @@
   with the wrong code (0.3 parameters: ``-32600``) are refused here with ``-32602``.
 
 Bearer tokens and dev mode as the REST API; a caller sees only its own threads and tasks.
+Push notifications (``tasks/pushNotificationConfig/*``, or the config of a ``message/send``)
+go through the webhook outbox (see a2a_push): durable, retried, with no internal addresses
+unless allowed, and the config's ``token`` in ``X-A2A-Notification-Token``.
 Tasks are kept in the store (see a2a_tasks): ``tasks/get``, ``tasks/cancel`` and
 ``tasks/resubscribe`` answer on any worker and after a restart; tasks that ended are deleted
 after a retention (``STANDARDAGENTS_A2A_TASK_RETENTION``).
@@ -213,7 +216,7 @@ def _card(agents: list[tuple[str, Any]], base: str, name: str, description: str,
     return AgentCard(
         name=name, description=description, version=__version__,
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         security_schemes={"bearer": SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer"))},
         security_requirements=[SecurityRequirement(schemes={"bearer": StringList()})],
         default_input_modes=["text/plain", "application/json"], default_output_modes=["text/plain", "application/json"],
@@ -296,6 +299,7 @@ def _dispatcher(request: Request, card: Any) -> Any:
     from a2a.server.routes.common import ServerCallContextBuilder
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 
+    from .a2a_push import OutboxPushSender, StorePushConfigStore, push_url_allowed
     from .a2a_tasks import BusTaskEventStream, StoreTaskStore, retention_from_env
 
     class Caller(User):
@@ -324,7 +328,10 @@ def _dispatcher(request: Request, card: Any) -> Any:
                                     task_store=StoreTaskStore(server.runtime, following,
                                                               retention=retention_from_env()),
                                     agent_card=card,
-                                    event_stream=BusTaskEventStream(server.runtime))
+                                    event_stream=BusTaskEventStream(server.runtime),
+                                    push_config_store=StorePushConfigStore(server.runtime),
+                                    push_sender=OutboxPushSender(server.runtime),
+                                    push_url_validator=push_url_allowed)
     dispatcher = JsonRpcDispatcher(request_handler=handler, context_builder=Builder(), enable_v0_3_compat=True)
     server.extra["a2a_dispatcher"] = dispatcher
     return dispatcher
