@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -37,6 +40,9 @@ from server_fixtures import LiveServer, serve_app, write_project
 from test_doors_mcp import EXTRA
 from webhook_receiver import Delivery, Receiver
 
+
+def _doc(name: str) -> str:
+    return (Path(__file__).resolve().parents[1] / "docs" / name).read_text(encoding="utf-8")
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
@@ -154,3 +160,23 @@ async def test_a_push_url_on_a_loopback_address_is_refused(strict_server: LiveSe
             await _task(client, _message("add please", TaskPushNotificationConfig(url=receiver.url, token="t")))
     assert str(refused.value) == "Invalid push notification URL"
     assert receiver.got == []
+
+
+async def test_the_a2a_pages_push_example_has_the_updates_posted_with_its_token(
+        server: LiveServer, receiver: Receiver) -> None:
+    text = _doc("doors-a2a.md")
+    found = re.search(r"```python\n(# push.py.*?)```", text, re.S)
+    assert found, "docs/doors-a2a.md shows the push example"
+    env = {**os.environ, "STANDARDAGENTS_URL": server.base_url, "STANDARDAGENTS_TOKEN": server.token,
+           "RECEIVER_URL": receiver.url}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", found.group(1), env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+
+    def completed(got: list[Delivery]) -> bool:
+        return any(d.status == 200 and _state(_update(d)) == TaskState.TASK_STATE_COMPLETED for d in got)
+
+    assert await asyncio.to_thread(receiver.wait_for, completed)
+    assert {d.headers["x-a2a-notification-token"] for d in receiver.got} == {"a-secret-the-receiver-checks"}
+    assert out.decode().startswith("task ")

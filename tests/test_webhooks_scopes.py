@@ -6,6 +6,7 @@ that was delivered; a bad ``webhook`` is a 422 that starts no turn and stores no
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,9 @@ from standardwebhooks import Webhook
 from server_fixtures import LiveServer, serve_app, write_project
 from webhook_receiver import Receiver
 
+
+def _doc(name: str) -> str:
+    return (Path(__file__).resolve().parents[1] / "docs" / name).read_text(encoding="utf-8")
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
@@ -110,3 +114,19 @@ async def test_a_bad_webhook_is_refused_and_starts_no_turn(server: LiveServer, r
     assert r.status_code == 422
     assert r.json()["error"]["message"].startswith("field 'events': unknown event 'turn.finished'")
     assert (messages, hooks) == ([], [])
+
+
+async def test_the_webhooks_pages_message_webhook_example_is_told_of_its_turn(
+        server: LiveServer, receiver: Receiver) -> None:
+    text = _doc("webhooks.md")
+    found = re.search(r"```python\n(import httpx\n.*?)```", text, re.S)
+    assert found, "docs/webhooks.md shows the message webhook example"
+    namespace: dict[str, Any] = {}
+    exec(found.group(1), namespace)
+    async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers, timeout=30) as c:
+        thread = await _thread(c)
+    hook = await asyncio.to_thread(namespace["ask_and_be_told"], server.base_url, server.token, thread, receiver.url)
+    assert await asyncio.to_thread(receiver.wait_for, lambda got: len(got) == 1)
+    event = Webhook(hook["secret"]).verify(receiver.got[0].body, receiver.got[0].headers)
+    assert (event["type"], event["data"]["threadId"], event["data"]["executionId"]) == (
+        "execution.done", thread, hook["execution"])
