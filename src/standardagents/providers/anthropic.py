@@ -12,8 +12,12 @@ functions so they are tested without a network. The ``anthropic`` SDK is an opti
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
 import json
 import os
+import random
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -22,6 +26,7 @@ import httpx2
 from ..exceptions import ProviderError
 from ..observability.tracing import trace_headers
 from ..records import ToolCall, Usage
+from ._http import HTTPClient, HTTPReply, SDKReply, TransportFailure, ssl_context
 from ._wire import decode_json, drain, encode_body
 from .base import (
     ModelProvider,
@@ -325,14 +330,70 @@ def _error_detail(body: Any, fallback: str) -> tuple[str | None, str]:
     return None, fallback
 
 
-class AnthropicProvider(ModelProvider):
-    """Claude models through the ``anthropic`` SDK (``ANTHROPIC_API_KEY`` when no key is given).
+_INITIAL_RETRY_DELAY = 0.5
+_MAX_RETRY_DELAY = 8.0
 
-    The SDK owns authentication, headers, HTTP error decoding and retries (failed connections
-    and 408/409/429/5xx answers, before any token arrives, honouring ``retry-after``); this
-    class sends the body as prepared JSON through the SDK's raw client and reads the reply as
-    plain JSON, one orjson parse per stream event and no SDK object per delta, because that
-    per-event work was most of a call's client-side CPU.
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the endpoint asked to wait (``retry-after-ms``, or ``retry-after`` in seconds or
+    as a date), read as the SDK reads them."""
+    try:
+        return float(headers.get("retry-after-ms", "")) / 1000
+    except ValueError:
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_tz(value)
+    return None if parsed is None else float(email.utils.mktime_tz(parsed) - time.time())
+
+
+def _retry_delay(retried: int, headers: Mapping[str, str] | None) -> float:
+    """The SDK's wait before another attempt: what the endpoint asked, or a jittered backoff."""
+    asked = _retry_after(headers) if headers is not None else None
+    if asked is not None and asked > 0:
+        return min(asked, 4_294_967.0)
+    return min(_INITIAL_RETRY_DELAY * 2.0 ** min(retried, 1000), _MAX_RETRY_DELAY) * (1 - 0.25 * random.random())
+
+
+def _should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    verdict = headers.get("x-should-retry")
+    if verdict in ("true", "false"):
+        return verdict == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+def _status_error(status: int, body: Any, message: str, first_token: bool) -> ProviderError:
+    kind, detail = _error_detail(body, message)
+    named = f" {kind}" if kind else ""
+    return ProviderError(f"Anthropic answered HTTP {status}{named}: {detail}", status=status,
+                         body=body, retriable=status in (408, 409, 429) or status >= 500,
+                         code=f"http_{status}", before_first_token=first_token)
+
+
+def _transport_error(failure: TransportFailure, first_token: bool) -> ProviderError:
+    if failure.timeout:
+        return ProviderError("Anthropic request timed out", retriable=True, code="timeout",
+                             before_first_token=first_token)
+    return ProviderError(f"connection to Anthropic failed: {failure}", retriable=True,
+                         code="connection", before_first_token=first_token)
+
+
+class AnthropicProvider(ModelProvider):
+    """Claude models through the Messages API (``ANTHROPIC_API_KEY`` when no key is given).
+
+    The ``anthropic`` SDK's client (``provider.client``) supplies the headers (key, API
+    version, user agent) and the base URL; requests go out as prepared JSON through
+    aiohttp (:mod:`._http`), and replies are read as plain JSON, one orjson parse per stream
+    event and no SDK object per delta, because the SDK's typed objects and httpx2's
+    pure-Python parsing were most of a call's client-side CPU. Retries are the SDK's: failed
+    connections and 408/409/429/5xx answers (or as ``x-should-retry`` says), before any token,
+    up to ``max_retries`` times, after the wait the endpoint asked for or a jittered backoff.
+    A caller-supplied ``http_client`` (httpx2) is used through the SDK instead, and left open.
     """
 
     name = "anthropic"
@@ -356,11 +417,11 @@ class AnthropicProvider(ModelProvider):
             kwargs["base_url"] = base_url
         if headers:
             kwargs["default_headers"] = dict(headers)
-        if http_client is not None:
-            kwargs["http_client"] = http_client
+        kwargs["http_client"] = http_client if http_client is not None else httpx2.AsyncClient(verify=ssl_context())
         self.client = anthropic.AsyncAnthropic(**kwargs)
-        #: the failures met while reading a body, which the SDK reports as connection errors
-        self._read_errors: tuple[type[BaseException], ...] = (httpx2.HTTPError, anthropic.APIConnectionError)
+        self.max_retries = max(0, int(max_retries))
+        self._http = HTTPClient(self.client.default_headers, timeout) if http_client is None else None
+        self._url = f"{str(self.client.base_url).rstrip('/')}/v1/messages"
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API body for ``request`` (without ``stream``)."""
@@ -386,51 +447,72 @@ class AnthropicProvider(ModelProvider):
         params.update(request.extra_body)
         return params
 
-    async def _post(self, request: ModelRequest, stream: bool) -> httpx2.Response:
-        """Send the request through the SDK's client (its headers, errors and retries) and
-        hand back the bare HTTP response: for a stream, with its body still unread."""
+    async def _post(self, request: ModelRequest, stream: bool) -> HTTPReply | SDKReply:
+        """Send the request (retrying as the SDK would) and hand back the response with a
+        status below 400, its body still unread; a :class:`ProviderError` otherwise."""
         body = self._params(request)
         if stream:
             body["stream"] = True
-        options: dict[str, Any] = {}
-        if request.timeout is not None:
-            options["timeout"] = request.timeout
+        content = encode_body(body)
         traced = trace_headers()
+        if self._http is None:
+            return await self._post_through_sdk(content, request.timeout, traced, stream)
+        retried = 0
+        while True:
+            try:
+                reply = await self._http.post(self._url, content, read_timeout=request.timeout, headers=traced)
+            except TransportFailure as failure:
+                if retried >= self.max_retries:
+                    raise _transport_error(failure, True) from failure
+                await asyncio.sleep(_retry_delay(retried, None))
+                retried += 1
+                continue
+            if reply.status < 400:
+                return reply
+            try:
+                text = (await reply.text()).strip()
+            except TransportFailure as failure:
+                raise _transport_error(failure, True) from failure
+            finally:
+                await reply.aclose()
+            if retried < self.max_retries and _should_retry(reply.status, reply.headers):
+                await asyncio.sleep(_retry_delay(retried, reply.headers))
+                retried += 1
+                continue
+            raise _status_error(reply.status, *_error_body(text, reply.status), True)
+
+    async def _post_through_sdk(self, content: bytes, read_timeout: float | None, traced: dict[str, str],
+                                stream: bool) -> SDKReply:
+        options: dict[str, Any] = {}
+        if read_timeout is not None:
+            options["timeout"] = read_timeout
         if traced:
             options["headers"] = traced
-        response: httpx2.Response = await self.client.post(
-            "/v1/messages", cast_to=httpx2.Response, content=encode_body(body),
-            options=options, stream=stream)  # type: ignore[call-overload]
-        return response
-
-    def _error(self, exc: BaseException, first_token: bool) -> ProviderError:
         sdk = self._sdk
-        if isinstance(exc, sdk.APIStatusError):
-            kind, detail = _error_detail(exc.body, exc.message)
-            status = exc.status_code
-            named = f" {kind}" if kind else ""
-            return ProviderError(f"Anthropic answered HTTP {status}{named}: {detail}", status=status,
-                                 body=exc.body, retriable=status in (408, 409, 429) or status >= 500,
-                                 code=f"http_{status}", before_first_token=first_token)
-        if isinstance(exc, sdk.APITimeoutError | httpx2.TimeoutException):
-            return ProviderError("Anthropic request timed out", retriable=True, code="timeout",
-                                 before_first_token=first_token)
-        # a body that failed while it was read says what the SDK said of it
-        reason = "Connection error." if isinstance(exc, httpx2.HTTPError) else str(exc)
-        return ProviderError(f"connection to Anthropic failed: {reason}", retriable=True,
-                             code="connection", before_first_token=first_token)
+        try:
+            response: httpx2.Response = await self.client.post(
+                "/v1/messages", cast_to=httpx2.Response, content=content,
+                options=options, stream=stream)  # type: ignore[call-overload]
+        except sdk.APIStatusError as exc:
+            raise _status_error(exc.status_code, exc.body, exc.message, True) from exc
+        except sdk.APIConnectionError as exc:  # and APITimeoutError, a subclass
+            raise _transport_error(TransportFailure(str(exc), timeout=isinstance(exc, sdk.APITimeoutError)),
+                                   True) from exc
+        return SDKReply(response)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
+        reply = await self._post(request, stream=False)
         try:
-            response = await self._post(request, stream=False)
-            content = response.content
-        except (self._sdk.APIError, httpx2.HTTPError) as exc:
-            raise self._error(exc, True) from exc
+            content = await reply.read()
+        except TransportFailure as failure:
+            raise _transport_error(failure, True) from failure
+        finally:
+            await reply.aclose()
         try:
             data = decode_json(content)
         except ValueError as exc:
             raise ProviderError("Anthropic returned a body that is not JSON",
-                                body=response.text[:2000], code="invalid_response") from exc
+                                body=content[:2000].decode(errors="replace"), code="invalid_response") from exc
         if not isinstance(data, dict):
             raise ProviderError("Anthropic returned an unexpected body", body=data,
                                 code="invalid_response")
@@ -438,26 +520,23 @@ class AnthropicProvider(ModelProvider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta]:
         assembler = AnthropicStreamAssembler()
+        reply = await self._post(request, stream=True)
         try:
-            response = await self._post(request, stream=True)
-        except self._sdk.APIError as exc:
-            raise self._error(exc, True) from exc
-        try:
-            async for delta in self._read_stream(response, assembler):
+            async for delta in self._read_stream(reply, assembler):
                 yield delta
-        except self._read_errors as exc:
-            raise self._error(exc, not assembler.delivered) from exc
+        except TransportFailure as failure:
+            raise _transport_error(failure, not assembler.delivered) from failure
         finally:  # also when the consumer stops early: give the connection back
-            await response.aclose()
+            await reply.aclose()
         yield StreamEnd(assembler.response())
 
-    async def _read_stream(self, response: httpx2.Response,
+    async def _read_stream(self, reply: HTTPReply | SDKReply,
                            assembler: AnthropicStreamAssembler) -> AsyncIterator[StreamDelta]:
         """Server-sent events, split by hand: an event's ``data`` lines are joined and parsed
         once, events without a name and ``ping`` are skipped (as the SDK skips them), an
         ``error`` event fails the stream, and after ``message_stop`` the rest of the body is
         drained so the connection is kept."""
-        chunks = response.aiter_bytes()
+        chunks = reply.aiter_bytes()
         buffer = b""
         event: bytes | None = None
         data: list[bytes] = []
@@ -484,7 +563,7 @@ class AnthropicProvider(ModelProvider):
                         continue
                 payload = lines[0] if len(lines) == 1 else b"\n".join(lines)
                 if name == b"error":
-                    raise self._stream_error(payload, not assembler.delivered)
+                    raise _stream_error(payload, not assembler.delivered)
                 try:
                     parsed = decode_json(payload)
                 except ValueError as exc:
@@ -496,26 +575,37 @@ class AnthropicProvider(ModelProvider):
                     assembler.delivered = True
                     yield delta
                 if name == b"message_stop":
-                    await drain(chunks, self._read_errors)
+                    await drain(chunks, (TransportFailure,))
                     return
 
-    def _stream_error(self, payload: bytes, first_token: bool) -> ProviderError:
-        """An ``error`` event inside a stream that began with HTTP 200, with the status its
-        ``error.type`` stands for."""
-        body: Any
-        try:
-            body = decode_json(payload)
-            fallback = f"{body}"
-        except ValueError:
-            body = payload.decode(errors="replace")
-            fallback = body or "Error code: 200"
-        kind, detail = _error_detail(body, fallback)
-        status = _STREAM_ERROR_STATUS.get(kind or "", 500)
-        return ProviderError(f"Anthropic stream failed with {kind or 'an error'}: {detail}",
-                             status=status, body=body,
-                             retriable=status in (408, 409, 429) or status >= 500,
-                             code="stream_error", before_first_token=first_token)
-
     async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
         await self.client.close()
 
+
+def _error_body(text: str, status: int) -> tuple[Any, str]:
+    """An error answer's body (its JSON, or its text) and the SDK's message for it."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text, text or f"Error code: {status}"
+    return body, f"Error code: {status} - {body}"
+
+
+def _stream_error(payload: bytes, first_token: bool) -> ProviderError:
+    """An ``error`` event inside a stream that began with HTTP 200, with the status its
+    ``error.type`` stands for."""
+    body: Any
+    try:
+        body = decode_json(payload)
+        fallback = f"{body}"
+    except ValueError:
+        body = payload.decode(errors="replace")
+        fallback = body or "Error code: 200"
+    kind, detail = _error_detail(body, fallback)
+    status = _STREAM_ERROR_STATUS.get(kind or "", 500)
+    return ProviderError(f"Anthropic stream failed with {kind or 'an error'}: {detail}",
+                         status=status, body=body,
+                         retriable=status in (408, 409, 429) or status >= 500,
+                         code="stream_error", before_first_token=first_token)
