@@ -14,11 +14,15 @@ CPU is not in it), the median wall time, and the mean rows of the ``messages`` t
 turn, counted at the database driver (PostgreSQL's row count of each SELECT; the SQLite
 store's raw cursor, wrapped to count each fetch); then the ratios to the fresh thread.
 
+``--callgrind`` counts instructions instead of CPU time (valgrind's callgrind; each thread
+length in a process of its own, only the measured turns counted): deterministic where times
+on a loaded machine are not. It counts this process only (on PostgreSQL, not the server).
+
 Runs against whatever ``standardagents`` is imported: for a before/after comparison, run it
 once with ``PYTHONPATH=<an older tree>/src``.
 
 Usage: ``python benchmarks/history_length.py [--turns 30] [--warmup 5] [--lengths 1000,10000]
-[--backends sqlite,postgres] [--pg postgresql://postgres@127.0.0.1:5432/test]``
+[--backends sqlite,postgres] [--pg postgresql://postgres@127.0.0.1:5432/test] [--callgrind]``
 """
 
 from __future__ import annotations
@@ -26,7 +30,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
+import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -125,7 +135,14 @@ async def _compacted_thread(rt: Runtime, length: int) -> str:
     return thread.id
 
 
-async def measure(url: str, schema: str | None, length: int, turns: int, warmup: int) -> dict[str, Any]:
+def _mark() -> None:
+    """Where the measured turns begin and end, for ``--callgrind``: valgrind writes its counts
+    when this calls ``getloadavg``, which nothing else here calls."""
+    os.getloadavg()
+
+
+async def measure(url: str, schema: str | None, length: int, turns: int, warmup: int,
+                  mark: bool = False) -> dict[str, Any]:
     registry = build_registry(
         define_agent(name="bench", side_a={"prompt": "bench_prompt", "max_steps": 5}),
         define_prompt(name="bench_prompt", prompt="You add numbers.", tools=["add"], compaction_threshold=0.8),
@@ -144,12 +161,16 @@ async def measure(url: str, schema: str | None, length: int, turns: int, warmup:
         wall: list[float] = []
         gc.collect()
         gc.disable()
+        if mark:
+            _mark()
         for _ in range(turns):
             c0, w0 = time.process_time_ns(), time.perf_counter_ns()
             result = await rt.send(thread_id, "add 1 and 2")
             cpu.append((time.process_time_ns() - c0) / 1e6)
             wall.append((time.perf_counter_ns() - w0) / 1e6)
             assert result.stop_reason == "complete", result
+        if mark:
+            _mark()
         gc.enable()
     finally:
         await rt.aclose()
@@ -167,9 +188,42 @@ async def _drop_schema(url: str, schema: str) -> None:
         await conn.close()
 
 
+def _instructions(valgrind: str, url: str, schema: str | None, length: int,
+                  args: argparse.Namespace) -> tuple[int, float]:
+    """Instructions of the measured turns in a worker under callgrind, and its rows read per turn."""
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    # the heartbeat beats by the clock, and valgrind slows it fiftyfold: no beat in a run
+    env["STANDARDAGENTS_EXECUTION_LEASE"] = "86400"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        done = subprocess.run([valgrind, "--tool=callgrind", "--dump-before=getloadavg", f"--callgrind-out-file={out}",
+                               sys.executable, __file__, "--worker", json.dumps([url, schema, length]),
+                               "--turns", str(args.turns), "--warmup", str(args.warmup)],
+                              env=env, capture_output=True, text=True, check=True)
+        found = re.search(r"^summary: (\d+)$", Path(f"{out}.2").read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"callgrind wrote no summary for a thread of {length}")
+    return int(found.group(1)), float(json.loads(done.stdout.strip().splitlines()[-1])["rows"])
+
+
+async def _one(url: str, schema: str | None, length: int, args: argparse.Namespace) -> dict[str, Any]:
+    if not args.callgrind:
+        return await measure(url, schema, length, args.turns, args.warmup)
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--callgrind: valgrind is not installed (e.g. apt-get install valgrind)")
+    count, rows = await asyncio.to_thread(_instructions, valgrind, url, schema, length, args)
+    return {"length": length, "cpu_ms": count / args.turns / 1e6, "wall_ms": float("nan"), "rows": rows}
+
+
 async def amain(args: argparse.Namespace) -> None:
+    if args.worker:
+        url, schema, length = json.loads(args.worker)
+        print(json.dumps(await measure(url, schema, length, args.turns, args.warmup, mark=True)))
+        return
     lengths = [0, *(int(x) for x in args.lengths.split(","))]
-    print(f"{'backend':<10} {'messages':>9} {'CPU ms/turn':>12} {'wall ms/turn':>13} {'rows/turn':>10}"
+    cpu = "M instr/turn" if args.callgrind else "CPU ms/turn"
+    print(f"{'backend':<10} {'messages':>9} {cpu:>12} {'wall ms/turn':>13} {'rows/turn':>10}"
           f" {'CPU x':>7} {'rows x':>7}")
     for backend in args.backends.split(","):
         results = []
@@ -181,7 +235,7 @@ async def amain(args: argparse.Namespace) -> None:
                 else:
                     url, schema = args.pg, f"bench_history_{uuid.uuid4().hex[:10]}"
                 try:
-                    results.append(await measure(url, schema, length, args.turns, args.warmup))
+                    results.append(await _one(url, schema, length, args))
                 finally:
                     if schema is not None:
                         await _drop_schema(url, schema)
@@ -199,6 +253,9 @@ def main() -> None:
     parser.add_argument("--lengths", default="1000,10000")
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--callgrind", action="store_true",
+                        help="instructions per turn under valgrind's callgrind instead of CPU time")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     asyncio.run(amain(parser.parse_args()))
 
 
