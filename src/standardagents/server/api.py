@@ -51,7 +51,7 @@ from .streams import (
     sse_response,
     thread_stream,
     thread_ws,
-    turn_events,
+    turn_batches,
     user_stream,
     user_ws,
 )
@@ -454,8 +454,9 @@ async def send_message(request: Request) -> Response:
     _keep(request, task)
     if stream:
         async def frames() -> Any:
-            async for event in turn_events(sub, task, rt, thread.id, execution_id):
-                yield sse_encode(event)
+            # the events waiting together go out in one write
+            async for batch in turn_batches(sub, task, rt, thread.id, execution_id):
+                yield b"".join(map(sse_encode, batch))
 
         return sse_response(frames(), headers={"X-Thread-Id": thread.id}, on_close=sub.close)
     try:

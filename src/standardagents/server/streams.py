@@ -23,9 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+import re
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any, NoReturn
 
+import orjson
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
@@ -40,11 +43,13 @@ from .state import server_of
 __all__ = [
     "KEEPALIVE_SECONDS",
     "THREAD_STREAM_REASONING_PARAM",
+    "event_json",
     "resume_after",
     "sse_encode",
     "sse_response",
     "thread_stream",
     "thread_ws",
+    "turn_batches",
     "turn_events",
     "user_stream",
     "user_ws",
@@ -65,15 +70,54 @@ def wants_reasoning(conn: HTTPConnection) -> bool:
     return False
 
 
+#: orjson's output differs from ``json.dumps`` (the wire format clients have always had) only
+#: in non-ASCII and DEL characters (``json`` escapes them) and in floats below 1e-4 or with
+#: an exponent (``json`` writes ``repr``): a payload showing any of them is encoded again by
+#: ``json``, so the bytes never change (a string that merely looks like one costs a re-encode)
+_DIFFERS = re.compile(rb"[\x7f-\xff]|[:,\[]-?(?:0\.0000|\d+(?:\.\d+)?e)")
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+#: frames of recently encoded events, so every subscriber of a thread shares one encoding
+_FRAMES: OrderedDict[int, tuple[Event, bytes]] = OrderedDict()
+_FRAMES_KEPT = 256
+
+
+def _not_native(value: object) -> NoReturn:
+    raise TypeError(type(value).__name__)
+
+
+def event_json(data: Any) -> bytes:
+    """``data`` as compact JSON, byte for byte what ``json.dumps(data, separators=(",", ":"),
+    default=str)`` gives (orjson first, ``json`` for what orjson would write differently:
+    values orjson does not take, datetimes, dataclasses, see :data:`_DIFFERS`). The one
+    exception is a NaN or infinite float, which ``json`` writes as the non-JSON ``NaN`` and
+    this as ``null``."""
+    try:
+        payload = orjson.dumps(data, default=_not_native, option=_ORJSON_OPTIONS)
+    except TypeError:
+        return json.dumps(data, separators=(",", ":"), default=str).encode()
+    if _DIFFERS.search(payload) is None:
+        return payload
+    return json.dumps(data, separators=(",", ":"), default=str).encode()
+
+
 def sse_encode(event: Event) -> bytes:
     """One event as an SSE frame: ``id``, ``event`` (its type) and the JSON wire shape.
 
     Events made for one client (``connected``, ``lagged``) carry no ``id:`` line, so a
-    browser's ``Last-Event-ID`` stays the id of the last real event."""
-    payload = json.dumps(event.to_dict(), separators=(",", ":"), default=str)
+    browser's ``Last-Event-ID`` stays the id of the last real event. A published event is
+    encoded once however many clients stream it (the recent frames are kept by identity)."""
     if not event.id:
-        return f"event: {event.type}\ndata: {payload}\n\n".encode()
-    return f"id: {event.id}\nevent: {event.type}\ndata: {payload}\n\n".encode()
+        return b"event: " + event.type.encode() + b"\ndata: " + event_json(event.to_dict()) + b"\n\n"
+    key = id(event)
+    hit = _FRAMES.get(key)
+    if hit is not None and hit[0] is event:
+        return hit[1]
+    frame = (b"id: " + str(event.id).encode() + b"\nevent: " + event.type.encode() + b"\ndata: "
+             + event_json(event.to_dict()) + b"\n\n")
+    _FRAMES[key] = (event, frame)  # the event is held, so its id() names no other object meanwhile
+    if len(_FRAMES) > _FRAMES_KEPT:
+        _FRAMES.popitem(last=False)
+    return frame
 
 
 def resume_after(conn: HTTPConnection) -> int | None:
@@ -143,7 +187,10 @@ class _ClosingStream(StreamingResponse):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            if scope["type"] == "http":
+                await self._stream_until_gone(receive, send)
+            else:
+                await super().__call__(scope, receive, send)
         finally:
             if self._on_close is not None:
                 self._on_close()
@@ -151,6 +198,32 @@ class _ClosingStream(StreamingResponse):
             if aclose is not None:
                 with contextlib.suppress(BaseException):
                     await aclose()
+
+    async def _stream_until_gone(self, receive: Any, send: Any) -> None:
+        """Send the body while one plain task reads the request's messages: the client leaving
+        ends the body, as Starlette's task group would, at a fraction of its cost per response
+        (no cancel scopes). A cancellation from elsewhere still propagates."""
+        streaming = asyncio.current_task()
+        assert streaming is not None
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            streaming.cancel()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            await self.stream_response(send)
+        except asyncio.CancelledError:
+            if not gone or streaming.uncancel() > 0:
+                raise
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(BaseException):
+                await watcher
 
 
 def sse_response(frames: AsyncIterator[bytes], headers: dict[str, str] | None = None,
@@ -164,13 +237,17 @@ def sse_response(frames: AsyncIterator[bytes], headers: dict[str, str] | None = 
 
 async def _events(sub: Subscription, *, keepalive: float = KEEPALIVE_SECONDS) -> AsyncIterator[Event | None]:
     """Events of a subscription; ``None`` when nothing happened for ``keepalive`` seconds."""
+    queue = sub.queue
     try:
         while True:
-            try:
-                event = await asyncio.wait_for(sub.queue.get(), keepalive)
-            except TimeoutError:
-                yield None
-                continue
+            if not queue.empty():  # no timer to arm when the event is already there
+                event = queue.get_nowait()
+            else:
+                try:
+                    event = await asyncio.wait_for(queue.get(), keepalive)
+                except TimeoutError:
+                    yield None
+                    continue
             if event is END:  # the server is shutting down: the client reconnects elsewhere
                 return
             yield event
@@ -284,38 +361,76 @@ async def thread_ws(websocket: WebSocket) -> None:
     await _ws_pump(websocket, _resumed(replay, thread_id, _events(sub)))
 
 
-async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str,
-                      execution_id: str | None = None) -> AsyncIterator[Event]:
-    """The events of one execution (the one ``task`` runs), ending after its ``done``.
+async def turn_batches(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str,
+                       execution_id: str | None = None) -> AsyncGenerator[list[Event], None]:
+    """The events of one execution (the one ``task`` runs), ending after its ``done``, in
+    batches: each one every event already waiting, so a stream sends them in one write.
 
     The subscription must have been opened before the execution started so nothing is missed.
     Events of an execution queued ahead of it pass through too: a client sees the thread as is.
     """
     mine: str | None = execution_id
+    queue = sub.queue
+
+    def ends(event: Event) -> bool:
+        return event.type == "done" and mine is not None and event.data.get("executionId") == mine
+
     try:
         while True:
-            getter = asyncio.ensure_future(sub.queue.get())
-            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
-                getter.cancel()
-                with contextlib.suppress(BaseException):
-                    await getter
-                while not sub.queue.empty():
-                    event = sub.queue.get_nowait()
-                    if event is END:
-                        return
-                    yield event
-                    if event.type == "done" and (mine is None or event.data.get("executionId") == mine):
-                        return
+            if queue.empty():  # wait for an event or for the execution's end, whichever is first
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    with contextlib.suppress(BaseException):
+                        await getter
+                    rest: list[Event] = []
+                    if getter.done() and not getter.cancelled() and getter.exception() is None:
+                        rest.append(getter.result())  # taken just as the execution ended
+                    while not queue.empty():
+                        rest.append(queue.get_nowait())
+                    last: list[Event] = []
+                    for event in rest:
+                        if event is END:
+                            break
+                        last.append(event)
+                        if event.type == "done" and (mine is None or event.data.get("executionId") == mine):
+                            break
+                    if last:
+                        yield last
+                    return
+                first = getter.result()
+            else:
+                first = queue.get_nowait()
+            if first is END:
                 return
-            event = getter.result()
-            if event is END:
-                return
-            yield event
-            if event.type == "done" and mine is not None and event.data.get("executionId") == mine:
+            batch = [first]
+            finished = ends(first)
+            while not finished and not queue.empty():
+                event = queue.get_nowait()
+                if event is END:
+                    yield batch
+                    return
+                batch.append(event)
+                finished = ends(event)
+            yield batch
+            if finished:
                 return
     finally:
         sub.close()
+
+
+async def turn_events(sub: Subscription, task: asyncio.Task[Any], runtime: Any, thread_id: str,
+                      execution_id: str | None = None) -> AsyncIterator[Event]:
+    """The events of one execution (the one ``task`` runs), ending after its ``done``, one by
+    one (:func:`turn_batches`)."""
+    batches = turn_batches(sub, task, runtime, thread_id, execution_id)
+    try:
+        async for batch in batches:
+            for event in batch:
+                yield event
+    finally:
+        await batches.aclose()
 
 
 async def _user_frames(websocket_or_request: HTTPConnection, transport: str) -> tuple[Any, Any, Any, Replay | None]:
