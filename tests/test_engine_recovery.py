@@ -113,7 +113,7 @@ async def test_an_execution_of_a_killed_process_is_resumed_and_the_thread_goes_o
 async def test_a_live_process_of_this_host_keeps_its_turn_however_late_its_heartbeat(tmp_path: Path) -> None:
     """A worker too busy to beat in time is late, not gone: its turn and its thread claim stay
     its own (taking them over would run the turn twice); once it is killed they are taken over."""
-    from standardagents.engine.recovery import try_claim
+    from standardagents.engine.claims import try_claim
 
     _write_project(tmp_path)
     url = f"sqlite:///{tmp_path / 'late.db'}"
