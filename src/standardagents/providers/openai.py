@@ -1,21 +1,21 @@
-"""Any OpenAI-compatible chat-completions endpoint, through the official ``openai`` SDK.
+"""Any OpenAI-compatible chat-completions endpoint, with the official ``openai`` SDK's client.
 
-The SDK owns authentication, URLs and HTTP error decoding; this module sends the request
-body as prepared JSON and reads replies as plain JSON (skipping the SDK's typed request
-transformation and response models), because that per-request work dominates client CPU at
-high concurrency. Retries are ours: a request that fails before its first token is retried
-with a short backoff; once tokens have been delivered, a failure is reported instead.
+The SDK's client (``provider.client``) supplies the headers (key, organisation, project, user
+agent) and the base URL; this module sends the request body as prepared JSON through aiohttp
+(:mod:`._http`, a compiled response parser) and reads replies as plain JSON (skipping the
+SDK's typed request transformation and response models and httpx2's pure-Python parsing),
+because that per-request work dominated client CPU. HTTP errors are decoded as the SDK
+decodes them. Retries are ours: a request that fails before its first token is retried with
+a short backoff; once tokens have been delivered, a failure is reported instead.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import json
 import os
 import random
-import ssl
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -27,6 +27,7 @@ import openai
 from ..exceptions import ProviderError
 from ..observability.tracing import trace_headers
 from ..records import ToolCall, Usage
+from ._http import HTTPClient, HTTPReply, SDKReply, TransportFailure, ssl_context
 from ._wire import decode_json as _decode
 from ._wire import drain
 from ._wire import encode_body as _encode
@@ -51,12 +52,6 @@ _BACKOFF_CAP = 2.0
 _RETRY_AFTER_CAP = 10.0
 _KEEPALIVE = 1000
 _POOL_SHARDS = 8
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context per process: loading CA certificates costs ~25 ms each time."""
-    return httpx2.create_ssl_context()
 
 
 def is_local_url(url: str) -> bool:
@@ -114,9 +109,8 @@ def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def _status_error(exc: openai.APIStatusError, *, first_token: bool) -> ProviderError:
-    status = exc.status_code
-    body = exc.body
+def _status_error(status: int, body: Any, *, first_token: bool) -> ProviderError:
+    """An HTTP error answer; ``body`` as the SDK gives it (the ``error`` object when there is one)."""
     detail = ""
     if isinstance(body, Mapping):
         err = body.get("error", body)
@@ -132,18 +126,30 @@ def _status_error(exc: openai.APIStatusError, *, first_token: bool) -> ProviderE
                          code=f"http_{status}", before_first_token=first_token)
 
 
+def _error_body(text: str) -> Any:
+    """An error answer's body as the SDK decodes it: its JSON's ``error`` object (or the whole
+    JSON, or the text when it is not JSON; ``None`` when empty)."""
+    text = text.strip()
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text or None
+    return body.get("error", body) if isinstance(body, Mapping) else body
+
+
 def _transport_error(exc: BaseException, url: str, *, first_token: bool) -> ProviderError:
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+    if isinstance(exc, TransportFailure):
+        if exc.timeout:
+            return ProviderError(f"model endpoint {url} timed out", retriable=True, code="timeout",
+                                 before_first_token=first_token)
+    elif isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
         return ProviderError(f"model endpoint {url} timed out", retriable=True, code="timeout",
                              before_first_token=first_token)
     return ProviderError(f"connection to model endpoint {url} failed: {exc}", retriable=True,
                          code="connection", before_first_token=first_token)
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    if not isinstance(exc, openai.APIStatusError):
-        return None
-    headers = exc.response.headers
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     try:
         if "retry-after-ms" in headers:
             return float(headers["retry-after-ms"]) / 1000.0
@@ -173,11 +179,12 @@ class OpenAIProvider(ModelProvider):
     """A chat-completions endpoint (OpenAI, Ollama, vLLM, LM Studio, OpenRouter...).
 
     ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``; a local
-    endpoint needs no key. The connection pools have no connection cap, so many concurrent
-    threads are never queued behind the client; requests are spread round-robin over
-    ``pool_shards`` pools because a pool's bookkeeping costs time proportional to its size on
-    every request. ``max_retries`` bounds the retries of a request that failed before its
-    first token. A caller-supplied ``http_client`` is used as the only pool and left open.
+    endpoint needs no key. Requests go out through one aiohttp connection pool without a
+    connection cap, so many concurrent threads are never queued behind the client.
+    ``max_retries`` bounds the retries of a request that failed before its first token. A
+    caller-supplied ``http_client`` (httpx2) is used through the SDK instead, as the only
+    pool, and left open. ``pool_shards`` is kept for callers that pass it; one aiohttp pool
+    needs no sharding (its bookkeeping does not grow with its size).
     """
 
     name = "openai"
@@ -204,35 +211,25 @@ class OpenAIProvider(ModelProvider):
         self.timeout = timeout
         self.max_retries = max(0, int(max_retries))
         self._owns_http = http_client is None
-        if http_client is None:
-            http_clients = [self._new_http_client(timeout) for _ in range(max(1, pool_shards))]
-        else:
-            http_clients = [http_client]
-        self._clients = [
-            openai.AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
-                               default_headers=dict(headers) if headers else None, http_client=http)
-            for http in http_clients
-        ]
-        self.client = self._clients[0]
-        self._turn = 0
+        self.client = openai.AsyncOpenAI(
+            api_key=key, base_url=self.base_url, timeout=timeout, max_retries=0,
+            default_headers=dict(headers) if headers else None,
+            http_client=self._new_http_client(timeout) if http_client is None else http_client)
+        # the SDK's own headers, its key's first, as the SDK merges them for a request
+        sent = {**self.client.auth_headers, **self.client.default_headers}
+        self._http = HTTPClient(sent, timeout) if http_client is None else None
+        self._url = f"{str(self.client.base_url).rstrip('/')}/chat/completions"
         self._stream_usage = True
 
     @staticmethod
     def _new_http_client(timeout: float) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(
-            verify=_ssl_context(),
+            verify=ssl_context(),
             limits=httpx2.Limits(max_connections=None, max_keepalive_connections=_KEEPALIVE,
                                  keepalive_expiry=30.0),
             timeout=httpx2.Timeout(timeout, connect=min(timeout, 10.0)),
             follow_redirects=True,
         )
-
-    def _next_client(self) -> openai.AsyncOpenAI:
-        clients = self._clients
-        if len(clients) == 1:
-            return clients[0]
-        self._turn = (self._turn + 1) % len(clients)
-        return clients[self._turn]
 
     # -- request body ----------------------------------------------------------------------
     def _body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
@@ -264,23 +261,45 @@ class OpenAIProvider(ModelProvider):
             body.update(request.extra_body)
         return body
 
-    async def _post(self, body: dict[str, Any], request: ModelRequest, stream: bool) -> httpx2.Response:
-        options: dict[str, Any] = {}
-        if request.timeout is not None:
-            options["timeout"] = request.timeout
+    async def _post(self, body: dict[str, Any], request: ModelRequest, stream: bool) -> HTTPReply | SDKReply:
+        """One attempt: the response with a status below 400, its body unread; an
+        :class:`_Attempt` otherwise."""
+        content = _encode(body)
         traced = trace_headers()
+        if self._http is None:
+            return await self._post_through_sdk(content, request.timeout, traced, stream)
+        try:
+            reply = await self._http.post(self._url, content, read_timeout=request.timeout, headers=traced)
+        except TransportFailure as failure:
+            raise _Attempt(_transport_error(failure, self.base_url, first_token=True), None) from failure
+        if reply.status < 400:
+            return reply
+        try:
+            text = await reply.text()
+        except TransportFailure as failure:
+            raise _Attempt(_transport_error(failure, self.base_url, first_token=True), None) from failure
+        finally:
+            await reply.aclose()
+        raise _Attempt(_status_error(reply.status, _error_body(text), first_token=True),
+                       _retry_after(reply.headers))
+
+    async def _post_through_sdk(self, content: bytes, read_timeout: float | None, traced: dict[str, str],
+                                stream: bool) -> SDKReply:
+        options: dict[str, Any] = {}
+        if read_timeout is not None:
+            options["timeout"] = read_timeout
         if traced:
             options["headers"] = traced
-        content = _encode(body)
         try:
-            response: httpx2.Response = await self._next_client().post(
+            response: httpx2.Response = await self.client.post(
                 "/chat/completions", cast_to=httpx2.Response, content=content,
                 options=options, stream=stream)  # type: ignore[call-overload]
         except openai.APIStatusError as exc:
-            raise _Attempt(_status_error(exc, first_token=True), _retry_after(exc)) from exc
+            raise _Attempt(_status_error(exc.status_code, exc.body, first_token=True),
+                           _retry_after(exc.response.headers)) from exc
         except openai.APIConnectionError as exc:
             raise _Attempt(_transport_error(exc, self.base_url, first_token=True), None) from exc
-        return response
+        return SDKReply(response)
 
     def _backoff(self, attempt: int, asked: float | None) -> float:
         if asked is not None and asked >= 0:
@@ -293,8 +312,14 @@ class OpenAIProvider(ModelProvider):
         attempt = 0
         while True:
             try:
-                response = await self._post(body, request, stream=False)
-                return self._parse_completion(response)
+                reply = await self._post(body, request, stream=False)
+                try:
+                    content = await reply.read()
+                except TransportFailure as failure:
+                    raise _Attempt(_transport_error(failure, self.base_url, first_token=True), None) from failure
+                finally:
+                    await reply.aclose()
+                return self._parse_completion(content)
             except _Attempt as failed:
                 error = failed.error
                 if not error.retriable or attempt >= self.max_retries:
@@ -303,13 +328,13 @@ class OpenAIProvider(ModelProvider):
                 await asyncio.sleep(self._backoff(attempt, failed.wait))
                 attempt += 1
 
-    def _parse_completion(self, response: httpx2.Response) -> ModelResponse:
+    def _parse_completion(self, content: bytes) -> ModelResponse:
         try:
-            data = _decode(response.content)
+            data = _decode(content)
         except ValueError as exc:
             raise _Attempt(ProviderError(
                 f"model endpoint {self.base_url} returned a body that is not JSON",
-                body=response.text[:2000], code="invalid_response"), None) from exc
+                body=content.decode(errors="replace")[:2000], code="invalid_response"), None) from exc
         if not isinstance(data, dict):
             raise _Attempt(ProviderError("model endpoint returned an unexpected body",
                                          body=data, code="invalid_response"), None)
@@ -376,7 +401,7 @@ class OpenAIProvider(ModelProvider):
                 attempt += 1
         yield StreamEnd(state.response())
 
-    async def _read_stream(self, response: httpx2.Response, state: _StreamState) -> AsyncIterator[StreamDelta]:
+    async def _read_stream(self, response: HTTPReply | SDKReply, state: _StreamState) -> AsyncIterator[StreamDelta]:
         buffer = b""
         done = False
         chunks = response.aiter_bytes()
@@ -409,11 +434,11 @@ class OpenAIProvider(ModelProvider):
                         yield delta
                 if done:
                     break
-        except (httpx2.TransportError, openai.APIConnectionError) as exc:
+        except TransportFailure as exc:
             raise _Attempt(_transport_error(exc, self.base_url, first_token=state.delivered == 0),
                            None) from exc
         if done:
-            await drain(chunks, (httpx2.TransportError, openai.APIConnectionError))
+            await drain(chunks, (TransportFailure,))
         if not done and not state.finish_reason and not state.any_chunk:
             raise _Attempt(ProviderError(
                 f"model endpoint {self.base_url} closed the stream before sending anything",
@@ -421,8 +446,10 @@ class OpenAIProvider(ModelProvider):
 
     async def aclose(self) -> None:
         """Close the connection pool (unless the caller supplied its own HTTP client)."""
+        if self._http is not None:
+            await self._http.aclose()
         if self._owns_http:
-            await asyncio.gather(*(client.close() for client in self._clients))
+            await self.client.close()
 
 
 class _StreamState:
