@@ -1,6 +1,7 @@
-"""The Anthropic provider's own HTTP handling against the Messages API stub: a finished stream
-gives its connection back (a real TCP proxy counts them), a request's own timeout holds, a
-stream left early leaves the provider usable, and a call under a span carries its traceparent."""
+"""The providers' own HTTP client against the wire stubs: a finished Anthropic stream gives its
+connection back (a real TCP proxy counts them), a request's own timeout holds, a stream left
+early leaves the provider usable, a call under a span carries its traceparent, and both
+providers send their requests through the proxy the environment names."""
 
 from __future__ import annotations
 
@@ -107,3 +108,28 @@ async def test_a_call_under_a_span_carries_its_traceparent(provider: AnthropicPr
     finally:
         observability.set_tracer_provider(None)
     assert anthropic_stub.headers[0]["traceparent"].split("-")[1] == trace_id
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_requests_go_through_the_proxy_the_environment_names(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    from standardagents.providers import OpenAIProvider
+    from standardagents.testing import OpenAIStub
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    stub: AnthropicStub | OpenAIStub = AnthropicStub() if kind == "anthropic" else OpenAIStub()
+    async with stub:
+        proxy = CountingProxy((stub.host, stub.port))
+        await proxy.start()
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        # a host that does not resolve: only a request sent to the proxy can reach the stub
+        made: AnthropicProvider | OpenAIProvider = (
+            AnthropicProvider("http://model.invalid", "sk-test", max_retries=0) if kind == "anthropic"
+            else OpenAIProvider("http://model.invalid/v1", "sk-test", max_retries=0))
+        try:
+            response = await made.request(ask())
+        finally:
+            await made.aclose()
+            await proxy.aclose()
+    assert response.text == "ok"
+    assert (proxy.accepted, len(stub.requests)) == (1, 1)
