@@ -6,7 +6,8 @@ providers send their requests through the proxy the environment names."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from typing import Any, cast
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -85,7 +86,7 @@ async def test_a_request_timeout_is_a_retriable_timeout(provider: AnthropicProvi
 async def test_a_stream_left_after_its_first_delta_leaves_the_provider_usable(
         provider: AnthropicProvider, anthropic_stub: AnthropicStub) -> None:
     anthropic_stub.queue(AnthropicReply(text="a long answer left early", chunk_size=2), "next")
-    stream = provider.stream(ask())
+    stream = cast(AsyncGenerator[Any, None], provider.stream(ask()))
     first = await anext(stream)
     await stream.aclose()
     assert isinstance(first, TextDelta) and first.text == "a "
