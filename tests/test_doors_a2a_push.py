@@ -13,14 +13,17 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from a2a.auth.user import User
 from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import new_text_part
+from a2a.server.cluster.version import TaskVersion
+from a2a.server.context import ServerCallContext
 from a2a.types import (
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
@@ -30,13 +33,17 @@ from a2a.types import (
     SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    Task,
     TaskPushNotificationConfig,
     TaskState,
+    TaskStatus,
 )
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import Parse
 
 from server_fixtures import LiveServer, serve_app, write_project
+from standardagents.server.doors.a2a_push import StorePushConfigStore
+from standardagents.server.doors.a2a_tasks import StoreTaskStore
 from test_doors_mcp import EXTRA
 from webhook_receiver import Delivery, Receiver
 
@@ -180,3 +187,35 @@ async def test_the_a2a_pages_push_example_has_the_updates_posted_with_its_token(
     assert await asyncio.to_thread(receiver.wait_for, completed)
     assert {d.headers["x-a2a-notification-token"] for d in receiver.got} == {"a-secret-the-receiver-checks"}
     assert out.decode().startswith("task ")
+
+
+class _Caller(User):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self.name
+
+
+async def test_a_tasks_configs_go_with_it_when_retention_deletes_it(
+        make_runtime: Callable[..., Any], allow_private: None) -> None:
+    rt = await make_runtime()
+    now = [1_000_000]
+    tasks = StoreTaskStore(rt, set(), retention=60.0, clock=lambda: now[0])
+    configs = StorePushConfigStore(rt)
+    caller = ServerCallContext(user=_Caller("u1"))
+    for task_id in ("old", "young"):
+        await tasks.save(Task(id=task_id, context_id=f"ctx-{task_id}",
+                              status=TaskStatus(state=TaskState.TASK_STATE_COMPLETED)),
+                         event=None, prev=None, prev_version=TaskVersion.MISSING, context=caller)
+        await configs.set_info(task_id, TaskPushNotificationConfig(url="http://127.0.0.1:9/hook", token=task_id),
+                               caller)
+        now[0] += 30_000
+    assert await tasks.prune() == 1  # "old" ended 60 s ago, "young" 30 s ago
+    assert ([c.token for c in await configs.get_info_for_dispatch("old")],
+            [c.token for c in await configs.get_info_for_dispatch("young")]) == ([], ["young"])

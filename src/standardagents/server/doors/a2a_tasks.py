@@ -16,7 +16,8 @@ env table, with a version per write:
 Retention: a task that ended (``completed``, ``failed``, ``canceled``, ``rejected``, or whose
 execution ended without the task being told) is deleted from the store once it ended
 ``retention`` seconds ago (``STANDARDAGENTS_A2A_TASK_RETENTION``, default 7 days, ``off``
-keeps them for ever); its thread and executions stay. A task waiting for input is kept.
+keeps them for ever); its thread and executions stay, its push-notification configs go with it.
+A task waiting for input is kept.
 Deleting runs when a task is created, at most once per ``min(retention, 1 hour)`` per process.
 """
 
@@ -52,6 +53,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from ...exceptions import DefinitionError
 from ...records import new_id, now_ms
+from ...store import serviceops as ops
+from ...store.serviceops import run_op
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -215,6 +218,8 @@ class StoreTaskStore(VersionedTaskStore):
             await store.delete_env(_SCOPE, f"a2a_task:{task_id}", f"v{_version(current.get('version'))}")
             await store.delete_env(_SCOPE, f"a2a_task:{task_id}", "current")
         await store.delete_env(_SCOPE, f"a2a_tasks_of:{owner}", task_id)
+        if hasattr(store, "_run"):  # its push-notification configs (subscriptions in the SQL store)
+            await run_op(store, ops.delete_a2a_configs, task_id, None, None)
         await store.delete_env(_SCOPE, _INDEX, task_id)  # last: a pass cut short is taken up by the next
 
     async def _stop_elsewhere(self, task: Task) -> None:
