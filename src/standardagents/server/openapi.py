@@ -94,6 +94,11 @@ def openapi_document(prefix: str) -> dict[str, Any]:
         "outputType": {"type": "object", "description": "a JSON Schema the turn's final answer must match"},
         "outputRetries": {"type": "integer", "minimum": 0},
         "usageLimits": {"type": "object", "description": "what the turn may spend (requests, tokens, tool calls, USD)"},
+        "webhook": {"type": "object", "required": ["url"], "description": "subscribe a URL to this execution's events "
+                    "alone (default ['execution.done'], always ending with it; removed once it was delivered); the "
+                    "answer carries it with its secret", "properties": {
+                        "url": {"type": "string"}, "events": {"type": "array", "items": {"type": "string"}},
+                        "secret": {"type": "string"}}},
         "busy": {"type": "string", "enum": ["enqueue", "reject", "interrupt", "rollback"],
                  "description": "when the thread runs a turn: wait (enqueue), 409 (reject), stop it keeping its "
                                 "work (interrupt) or removing it (rollback); default: the agent's busy"}}}
