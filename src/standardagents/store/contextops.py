@@ -3,9 +3,13 @@
 Compaction marks the folded messages ``hidden``; everything before a thread's oldest message
 that is not hidden is therefore out of every model context. The context read starts there
 (or at the newest message, when every message is hidden): an index on ``(thread_id, hidden,
-seq)`` finds that position in O(log n) and the range read uses ``(thread_id, seq)``, so a
-turn reads the rows of its context, not of the thread. One statement, one snapshot: a message
-another worker stored or showed again before it runs is in the answer.
+seq)`` finds that position in O(log n), and the range from there is read by an index too, so
+a turn reads the rows of its context, not of the thread. (SQLite ranges over ``(thread_id,
+seq)``. PostgreSQL's planner prefers the primary key's ``seq`` range for a long thread, as it
+takes the thread's rows to be spread over the table: it then also steps over the messages
+other threads stored since the context began; either way, not over the thread's past.)
+One statement, one snapshot: a message another worker stored or showed again before it runs
+is in the answer.
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ def _sqlite_plan(dialect: Dialect) -> CompiledSQL:
 
 
 def sqlite_context_messages(cursor: Any, dialect: Dialect, thread_id: str) -> list[Message]:
-    """:func:`list_context_messages` on the raw ``sqlite3`` cursor (the engine's per-turn read
-    skips SQLAlchemy's execution layer, as :mod:`.fastpath` does for the per-step calls)."""
+    """:data:`CONTEXT_STMT` on the raw ``sqlite3`` cursor (the engine's per-turn read skips
+    SQLAlchemy's execution layer, as :mod:`.fastpath` does for the per-step calls). SQLite
+    ranges over ``(thread_id, seq)`` for it, from the position its subquery finds."""
     plan = _sqlite_plan(dialect)
     loads = getattr(dialect, "_json_deserializer", None) or json.loads
     json_columns = plan.json_columns
