@@ -94,9 +94,23 @@ def _start_stub(delay_ms: float, tool_rounds: int, max_seconds: float) -> tuple[
     return proc, line.split(" ", 1)[1]
 
 
-def _start_server(root: Path, database_url: str, port: int) -> subprocess.Popen[str]:
-    code = ("from standardagents.server import run_server; "
+#: put before the server's start when it is profiled: SIGUSR1 starts a cProfile of the main
+#: thread's CPU time (not wall time), SIGUSR2 stops it and writes the stats to the given file
+_PROFILED = """
+import cProfile, os, signal, time
+_profile = cProfile.Profile(time.thread_time)
+signal.signal(signal.SIGUSR1, lambda *_: _profile.enable())
+signal.signal(signal.SIGUSR2, lambda *_: (_profile.disable(), _profile.dump_stats({out!r} + ".part"),
+                                          os.replace({out!r} + ".part", {out!r})))
+"""
+
+
+def _start_server(root: Path, database_url: str, port: int, profile: str | None = None) -> subprocess.Popen[str]:
+    """``run_server`` in a process of its own; with ``profile`` (a file), profiled on SIGUSR1/SIGUSR2."""
+    code = ("from standardagents.server import run_server\n"
             f"run_server({str(root)!r}, host='127.0.0.1', port={port}, database_url={database_url!r}, log_level='warning')")
+    if profile is not None:
+        code = _PROFILED.format(out=profile) + code
     env = {**os.environ, "STUB_API_KEY": "sk-bench"}
     return subprocess.Popen([sys.executable, "-c", code], env=env, text=True)
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -85,7 +87,57 @@ async def _sdk_turn(client: Any) -> None:
     assert "".join(text).startswith("Done after 1"), text
 
 
-async def _worker(mode: str, base_url: str, turns: int) -> float:
+#: where a profiled served turn's CPU goes: the first group whose marker is in a function's file
+#: takes its own time; the standard library's and builtins' time goes to the group of the
+#: caller that called them (up the call edges, in proportion to each edge's time)
+GROUPS = (
+    ("HTTP server (uvicorn, httptools)", ("/uvicorn/", "/httptools/")),
+    ("routing and middleware (Starlette, ours)", ("/starlette/", "server/errors.py", "observability/http.py",
+                                                 "server/api.py", "server/state.py")),
+    ("auth", ("server/auth.py", "server/authorization.py")),
+    ("SSE out (streams)", ("server/streams.py", "/orjson")),
+    ("event log", ("/eventlog.py",)),
+    ("metrics and tracing", ("observability/", "/prometheus_client/", "/opentelemetry/")),
+    ("store (SQLAlchemy, sqlite3)", ("/store/", "/sqlalchemy/", "/aiosqlite/", "/alembic/")),
+    ("anyio (Starlette task groups, the model client's HTTP)", ("/anyio/", "/sniffio/")),
+    ("model client (provider, SDK, HTTP)", ("/providers/", "/openai/", "/httpx", "/httpcore", "/h11/",
+                                            "/sniffio/", "/certifi/", "/pydantic")),
+    ("services (webhooks, schedules, effects)", ("/service/", "engine/effects.py", "engine/recovery.py")),
+    ("engine and event bus", ("/standardagents/",)),
+)
+
+
+def _group_of(file: str) -> str | None:
+    for name, markers in GROUPS:
+        if any(m in file for m in markers):
+            return name
+    return None
+
+
+def profile_split(path: str, turns: int) -> list[tuple[str, float]]:
+    """CPU ms per turn by :data:`GROUPS` from a cProfile stats file (see ``--profile``)."""
+    import pstats
+
+    stats: dict[Any, Any] = pstats.Stats(path).stats  # type: ignore[attr-defined]
+    totals: dict[str, float] = {}
+
+    def charge(func: Any, amount: float, depth: int) -> None:
+        group = _group_of(func[0])
+        callers = stats.get(func, (0, 0, 0, 0, {}))[4]
+        edge_total = sum(edge[2] for edge in callers.values())
+        if group is None and depth < 8 and edge_total > 0:
+            for caller, edge in callers.items():
+                charge(caller, amount * edge[2] / edge_total, depth + 1)
+            return
+        key = group or "asyncio and the rest of the standard library"
+        totals[key] = totals.get(key, 0.0) + amount
+
+    for func, (_cc, _nc, own, _cum, _callers) in stats.items():
+        charge(func, own, 0)
+    return sorted(((k, v * 1000 / turns) for k, v in totals.items()), key=lambda kv: -kv[1])
+
+
+async def _worker(mode: str, base_url: str, turns: int, profile: str | None = None) -> float:
     """CPU seconds per turn of the process doing ``mode``'s work."""
     if mode == "sdk":
         import openai
@@ -117,28 +169,41 @@ async def _worker(mode: str, base_url: str, turns: int) -> float:
     database_url = f"sqlite:///{root / 'bench.db'}"
     token = await make_token(database_url)
     port = free_port()
-    server = _start_server(root, database_url, port)
+    server = _start_server(root, database_url, port, profile)
     base = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {token}"}
     try:
         await wait_ready(base, headers)
         limits = httpx.Limits(max_connections=turns + 10, max_keepalive_connections=turns + 10)
-        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=120, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=120, limits=limits) as http:
             threads = []
             for _ in range(turns + 1):
-                r = await client.post("/api/threads", json={"agent": "bench"})
+                r = await http.post("/api/threads", json={"agent": "bench"})
                 r.raise_for_status()
                 threads.append(r.json()["id"])
-            warm = await run_turn(client, threads.pop())
+            warm = await run_turn(http, threads.pop())
             assert warm.stop_reason is not None
+            if profile is not None:
+                server.send_signal(signal.SIGUSR1)
             before = _cpu_of(server.pid)
-            done = await asyncio.gather(*(run_turn(client, t) for t in threads))
+            done = await asyncio.gather(*(run_turn(http, t) for t in threads))
             spent = _cpu_of(server.pid) - before
+            if profile is not None:
+                server.send_signal(signal.SIGUSR2)
+                await _file_written(profile)
             assert all(t.messages == 4 for t in done), [t.messages for t in done]
     finally:
         server.terminate()
         server.wait(timeout=30)
     return spent / turns
+
+
+async def _file_written(path: str, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not await asyncio.to_thread(os.path.exists, path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the server wrote no profile to {path}")
+        await asyncio.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,11 +214,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--baseline", default=None,
                         help="another tree's src folder: its inproc and served turns run beside these")
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="profile the server during one served round (its CPU time, under cProfile), write the "
+                             "stats to FILE and print where a turn's CPU goes; slows that round several times over")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps({"cpu": asyncio.run(_worker(args.worker, args.base_url, args.turns))}))
+        print(json.dumps({"cpu": asyncio.run(_worker(args.worker, args.base_url, args.turns, args.profile))}))
+        return
+    if args.profile:
+        _print_profile(args)
         return
     modes = [m for m in args.modes.split(",") if m]
     stub, base_url = _start_stub(args.delay_ms, 1, 3600)
@@ -184,6 +255,30 @@ def main(argv: list[str] | None = None) -> None:
         ratio = f" (x{median / floor:.2f} of sdk)" if floor else ""
         low, high = min(samples[mode]) * 1000, max(samples[mode]) * 1000
         print(f"{mode}: CPU {median * 1000:.2f} ms/turn{ratio}, rounds {low:.2f}-{high:.2f}")
+
+
+def _print_profile(args: argparse.Namespace) -> None:
+    """One served round under cProfile, then the split of a turn's CPU by :data:`GROUPS`."""
+    profile = str(Path(args.profile).resolve())
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(profile)
+    stub, base_url = _start_stub(args.delay_ms, 1, 3600)
+    try:
+        out = subprocess.run([sys.executable, __file__, "--worker", "served", "--base-url", base_url,
+                              "--turns", str(args.turns), "--profile", profile], capture_output=True, text=True,
+                             timeout=900)
+    finally:
+        stub.terminate()
+        stub.wait(timeout=10)
+    if out.returncode != 0:
+        raise SystemExit(f"served failed:\n{out.stderr[-3000:]}")
+    cpu = json.loads(out.stdout.strip().splitlines()[-1])["cpu"] * 1000
+    split = profile_split(profile, args.turns)
+    total = sum(ms for _, ms in split)
+    print(f"served under cProfile: {args.turns} turns at once, CPU {cpu:.2f} ms/turn (profiled; the profiler "
+          f"inflates every Python call, so read the shares, not the milliseconds)")
+    for name, ms in split:
+        print(f"  {name:48s} {ms:7.2f} ms  {ms / total:6.1%}")
 
 
 if __name__ == "__main__":
