@@ -44,6 +44,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import orjson
+
 from .events import Event, EventBus
 
 __all__ = [
@@ -65,6 +67,18 @@ DEFAULT_FLUSH = 0.05
 #: events waiting for the database beyond this many are dropped (the database is down)
 MAX_PENDING = 200_000
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+#: datetimes and dataclasses are left to ``default=str``, as the standard library's encoder does
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def _encode(value: Any) -> str:
+    """A batch's JSON text: orjson, or the standard library for what orjson refuses (integers
+    beyond 64 bits, keys that are not strings); read back, both give the same values (but for a
+    NaN or infinite float: orjson writes null, the standard library a non-JSON NaN)."""
+    try:
+        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS).decode()
+    except TypeError:
+        return _ENCODER.encode(value)
 
 
 def user_stream_key(user_id: str) -> str:
@@ -300,7 +314,7 @@ def batch_rows(batch: list[tuple[str, Event]]) -> list[tuple[str, int, int, int,
         by_stream.setdefault(stream, []).append(event)
     rows = []
     for stream, events in by_stream.items():  # in id order: a process's ids only grow
-        text = _ENCODER.encode([[e.id, e.type, e.data, e.ts] for e in events])
+        text = _encode([[e.id, e.type, e.data, e.ts] for e in events])
         rows.append((stream, events[-1].id, events[0].id, len(events), text, events[-1].ts))
     return rows
 
