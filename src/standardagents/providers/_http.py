@@ -8,9 +8,12 @@ and failures into the same errors as before.
 
 What the SDKs' default clients did is kept: a verifying TLS context, connect and read
 timeouts (a request's own timeout replaces the client's), redirects followed, proxies from
-``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` (``trust_env``), one connection pool without a
-cap whose idle connections are kept for 30 s, and a cancelled call closing its connection.
-The session is made on first use in the running event loop (aiohttp binds it to one).
+``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` (read once per endpoint URL, as httpx2 read them
+once per client: aiohttp's ``trust_env`` would look them and ``.netrc`` up in a thread on
+every request, and a ``.netrc`` entry would clash with the key's header), one connection
+pool without a cap whose idle connections are kept for 30 s, and a cancelled call closing
+its connection. The session is made on first use in the running event loop (aiohttp binds
+it to one).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 import aiohttp
 import httpx2
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 __all__ = ["HTTPClient", "HTTPReply", "SDKReply", "TransportFailure", "ssl_context"]
 
@@ -92,6 +97,15 @@ class HTTPReply:
         self._response.release()
 
 
+def _proxy_options(url: str) -> dict[str, Any]:
+    """The proxy the environment names for ``url`` (none when ``NO_PROXY`` covers it)."""
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return {}
+    return {"proxy": proxy, "proxy_auth": auth}
+
+
 class HTTPClient:
     """POSTs prepared JSON bodies to one endpoint's URLs with fixed headers."""
 
@@ -99,6 +113,7 @@ class HTTPClient:
         self.headers = {k: v for k, v in headers.items() if isinstance(v, str)}
         self.timeout = timeout
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._proxies: dict[str, dict[str, Any]] = {}
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -116,7 +131,7 @@ class HTTPClient:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ssl_context(),
                                              keepalive_timeout=_KEEPALIVE_SECONDS)
             session = self._session = aiohttp.ClientSession(
-                connector=connector, trust_env=True, timeout=self._timeout(self.timeout),
+                connector=connector, timeout=self._timeout(self.timeout),
                 cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
             self._loop = loop
         return session
@@ -125,7 +140,10 @@ class HTTPClient:
                    headers: Mapping[str, str] | None = None) -> HTTPReply:
         """Send ``body`` and wait for the status and headers (the body is read later);
         ``read_timeout`` replaces the client's timeout for this request."""
-        options: dict[str, Any] = {"headers": {**self.headers, **headers} if headers else self.headers}
+        options = self._proxies.get(url)
+        if options is None:
+            options = self._proxies[url] = _proxy_options(url)
+        options = {**options, "headers": {**self.headers, **headers} if headers else self.headers}
         if read_timeout is not None:
             options["timeout"] = self._timeout(read_timeout)
         try:
