@@ -2,12 +2,15 @@
 ``DELETE /api/users/{id}/data`` through one worker stops the user's turn running on the other,
 removes every row of theirs, and leaves neither worker able to send their events again: their
 threads' streams are gone (``Last-Event-ID`` included) and a replay of the user's own stream
-holds nothing from before, although each worker kept those events in memory for replay."""
+holds nothing from before, although each worker kept those events in memory for replay. The
+command line's ``standardagents memory forget-user`` asks both serving workers the same."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -22,9 +25,11 @@ from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from test_server_event_order import PROJECT as TALK_PROJECT
 from test_server_event_order import two_workers
 from test_server_workers import (
+    EXE,
     HOLD_PROJECT,
     WORKER,
     _admin_token,
+    _env_without_openai,
     _stubbed_model,
     _Watch,
     _Workers,
@@ -176,5 +181,26 @@ async def test_forgetting_a_user_through_one_worker_stops_their_turn_on_the_othe
                                                       {**who, "Last-Event-ID": "0"})
                         assert status == 404, (pid, thread)
             # the user's own stream, resumed from the start on each worker: only what came after
+            for pid in (one, other):
+                assert await _user_events(workers, pid, auth, f"after-{pid}") == [("user_value_changed", f"after-{pid}")]
+
+
+async def test_forgetting_a_user_from_the_command_line_empties_both_serving_workers_memory(
+        database: str, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    admin = await _admin_token(database)
+    target, auth = await _user(database, "forgotten")
+    with OpenAIStub() as stub:
+        _write_files(project, {**TALK_PROJECT, **_stubbed_model(stub.base_url)})
+        async with two_workers(project, database, admin) as workers:
+            one, other = await workers.discover()
+            for pid in (one, other):
+                await workers.request(pid, "PUT", "/api/users/me/values/secret", json={"value": "kept"}, headers=auth)
+            cli = await asyncio.create_subprocess_exec(
+                str(EXE), "memory", "forget-user", target, "--project", str(project), "--database-url", database,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env_without_openai())
+            stdout, stderr = await asyncio.wait_for(cli.communicate(), 120)
+            assert cli.returncode == 0, stderr.decode()
+            assert json.loads(stdout)["workers"] == {"asked": 2, "confirmed": 2}
             for pid in (one, other):
                 assert await _user_events(workers, pid, auth, f"after-{pid}") == [("user_value_changed", f"after-{pid}")]

@@ -22,6 +22,7 @@ that was on its way when the transaction ran leaves nothing behind.
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,10 @@ from sqlalchemy import Connection
 from .eventlog import user_stream_key
 from .store.schema import metadata
 
-__all__ = ["FORGET_STREAMS", "ForgetReport", "forget_user", "listen_for_forgets", "purge_streams"]
+__all__ = ["FORGET_STREAMS", "ForgetReport", "forget_user", "forget_user_elsewhere", "listen_for_forgets",
+           "purge_streams"]
+
+log = logging.getLogger("standardagents.forget")
 
 #: the relay's control message asking a worker to drop forgotten streams' events
 FORGET_STREAMS = "forget-streams"
@@ -157,5 +161,30 @@ async def forget_user(store: Any, user_id: str, *, runtime: Any = None, event_lo
     if relay is not None:
         chunks = [report.threads[i:i + _PER_MESSAGE] for i in range(0, len(report.threads), _PER_MESSAGE)] or [[]]
         bodies = [{"threads": chunk, "others": others if n == 0 else []} for n, chunk in enumerate(chunks)]
-        report.workers, report.confirmed = await relay.broadcast(FORGET_STREAMS, bodies)
+        try:
+            report.workers, report.confirmed = await relay.broadcast(FORGET_STREAMS, bodies)
+        except Exception as exc:  # the rows are gone; the others' memory ages out in recent_seconds
+            report.workers = len(getattr(relay.sequencer, "peers", ()))
+            log.warning("forget: could not ask the other workers to drop %s's events (%s)", user_id, exc)
     return report
+
+
+async def forget_user_elsewhere(store: Any, user_id: str) -> ForgetReport:
+    """:func:`forget_user` from a process that serves nothing (the CLI): on PostgreSQL, a
+    relay of its own asks the serving workers to drop the user's events they keep. Running
+    turns are not stopped from here (that takes a runtime: use the REST API to stop them)."""
+    from .events import EventBus
+    from .relay import relay_for_store
+
+    relay = relay_for_store(EventBus(), store)
+    if relay is not None:
+        try:
+            await relay.start()
+        except Exception as exc:
+            log.warning("forget: no relay to the serving workers (%s); their recent events of %s age out", exc, user_id)
+            relay = None
+    try:
+        return await forget_user(store, user_id, relay=relay)
+    finally:
+        if relay is not None:
+            await relay.aclose()

@@ -173,10 +173,10 @@ def reembed(project: ProjectOpt = Path("."), database_url: DbOpt = None, embedde
 @memory_app.command("forget-user")
 def forget_user_command(user_id: str, project: ProjectOpt = Path("."), database_url: DbOpt = None) -> None:
     """Remove everything of one user: threads, messages, files, memory, usage, event log, traces."""
-    from .forget import forget_user
+    from .forget import forget_user_elsewhere
 
     async def body(memory: Any) -> Any:
-        return await forget_user(memory.store, user_id)
+        return await forget_user_elsewhere(memory.store, user_id)
 
     report = _run(project, database_url, "offline", body)
     out.print(json.dumps(report.to_dict(), indent=2))
