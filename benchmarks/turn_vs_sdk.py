@@ -16,7 +16,9 @@ CPU (user + system, all threads) of the process doing the work, divided by the t
 
 Figures are medians over rounds, with each mode's ratio to ``sdk``.
 
-Usage: ``python benchmarks/turn_vs_sdk.py [--rounds 3] [--turns 50] [--delay-ms 50]``
+Usage: ``python benchmarks/turn_vs_sdk.py [--rounds 3] [--turns 50] [--at-once N] [--delay-ms 50]``
+(``--at-once 1``: one turn after another, the server's cost at concurrency 1, its idle work
+between turns included; ``--profile FILE``: where a served turn's CPU goes)
 """
 
 from __future__ import annotations
@@ -137,7 +139,18 @@ def profile_split(path: str, turns: int) -> list[tuple[str, float]]:
     return sorted(((k, v * 1000 / turns) for k, v in totals.items()), key=lambda kv: -kv[1])
 
 
-async def _worker(mode: str, base_url: str, turns: int, profile: str | None = None) -> float:
+async def _limited(coros: list[Any], at_once: int) -> list[Any]:
+    """The coroutines' results, at most ``at_once`` of them running at a time."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(coro: Any) -> Any:
+        async with gate:
+            return await coro
+
+    return await asyncio.gather(*(one(c) for c in coros))
+
+
+async def _worker(mode: str, base_url: str, turns: int, profile: str | None = None, at_once: int = 0) -> float:
     """CPU seconds per turn of the process doing ``mode``'s work."""
     if mode == "sdk":
         import openai
@@ -145,7 +158,7 @@ async def _worker(mode: str, base_url: str, turns: int, profile: str | None = No
         client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-bench", max_retries=0)
         await _sdk_turn(client)
         before = time.process_time()
-        await asyncio.gather(*(_sdk_turn(client) for _ in range(turns)))
+        await _limited([_sdk_turn(client) for _ in range(turns)], at_once or turns)
         spent = time.process_time() - before
         await client.close()
         return spent / turns
@@ -160,7 +173,7 @@ async def _worker(mode: str, base_url: str, turns: int, profile: str | None = No
             first = await rt.run("bench", "Add 1 and 2.")
             assert first.stop_reason is not None
             before = time.process_time()
-            results = await asyncio.gather(*(rt.run("bench", "Add 1 and 2.") for _ in range(turns)))
+            results = await _limited([rt.run("bench", "Add 1 and 2.") for _ in range(turns)], at_once or turns)
             spent = time.process_time() - before
             assert all(r.stop_reason == results[0].stop_reason for r in results)
         finally:
@@ -186,7 +199,7 @@ async def _worker(mode: str, base_url: str, turns: int, profile: str | None = No
             if profile is not None:
                 server.send_signal(signal.SIGUSR1)
             before = _cpu_of(server.pid)
-            done = await asyncio.gather(*(run_turn(http, t) for t in threads))
+            done = await _limited([run_turn(http, t) for t in threads], at_once or turns)
             spent = _cpu_of(server.pid) - before
             if profile is not None:
                 server.send_signal(signal.SIGUSR2)
@@ -210,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--at-once", type=int, default=0,
+                        help="at most this many turns running at a time (default: all of them; 1: one after another)")
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--baseline", default=None,
@@ -221,7 +236,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base-url", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps({"cpu": asyncio.run(_worker(args.worker, args.base_url, args.turns, args.profile))}))
+        print(json.dumps({"cpu": asyncio.run(_worker(args.worker, args.base_url, args.turns, args.profile,
+                                                     args.at_once))}))
         return
     if args.profile:
         _print_profile(args)
@@ -239,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
                 if src is not None:
                     env["PYTHONPATH"] = src
                 out = subprocess.run([sys.executable, __file__, "--worker", mode, "--base-url", base_url,
-                                      "--turns", str(args.turns)], capture_output=True, text=True, timeout=600,
+                                      "--turns", str(args.turns), "--at-once", str(args.at_once)],
+                                     capture_output=True, text=True, timeout=900,
                                      env=env)
                 if out.returncode != 0:
                     raise SystemExit(f"{mode} failed:\n{out.stderr[-3000:]}")
@@ -249,7 +266,8 @@ def main(argv: list[str] | None = None) -> None:
         stub.terminate()
         stub.wait(timeout=10)
     floor = statistics.median(samples["sdk"]) if samples.get("sdk") else None
-    print(f"turns at once: {args.turns}, model delay {args.delay_ms:g} ms, rounds {args.rounds}")
+    print(f"turns: {args.turns}, at once: {args.at_once or args.turns}, model delay {args.delay_ms:g} ms, "
+          f"rounds {args.rounds}")
     for mode in samples:
         median = statistics.median(samples[mode])
         ratio = f" (x{median / floor:.2f} of sdk)" if floor else ""
@@ -265,7 +283,8 @@ def _print_profile(args: argparse.Namespace) -> None:
     stub, base_url = _start_stub(args.delay_ms, 1, 3600)
     try:
         out = subprocess.run([sys.executable, __file__, "--worker", "served", "--base-url", base_url,
-                              "--turns", str(args.turns), "--profile", profile], capture_output=True, text=True,
+                              "--turns", str(args.turns), "--at-once", str(args.at_once), "--profile", profile],
+                             capture_output=True, text=True,
                              timeout=900)
     finally:
         stub.terminate()
@@ -275,7 +294,7 @@ def _print_profile(args: argparse.Namespace) -> None:
     cpu = json.loads(out.stdout.strip().splitlines()[-1])["cpu"] * 1000
     split = profile_split(profile, args.turns)
     total = sum(ms for _, ms in split)
-    print(f"served under cProfile: {args.turns} turns at once, CPU {cpu:.2f} ms/turn (profiled; the profiler "
+    print(f"served under cProfile: {args.turns} turns, {args.at_once or args.turns} at once, CPU {cpu:.2f} ms/turn (profiled; the profiler "
           f"inflates every Python call, so read the shares, not the milliseconds)")
     for name, ms in split:
         print(f"  {name:48s} {ms:7.2f} ms  {ms / total:6.1%}")
