@@ -12,10 +12,16 @@ store and within one user's namespace (1% of the items).
 The recall figure is the median turn with the offline test model, an agent with
 ``memory={}`` against the same agent without memory, with 10,000 items (100 of the user's).
 
-Run: ``.venv/bin/python benchmarks/memory_search.py [--sizes 10000 100000] [--queries 50]``.
+Run: ``.venv/bin/python benchmarks/memory_search.py [--sizes 10000 100000] [--queries 50]
+[--stores sqlite pgvector postgres recall]``. With ``--baseline OTHER/src``, only SQLite, this
+tree against the other one, interleaved: the same items (loaded once, copied for each side),
+``--rounds`` rounds of ``--queries`` searches per tree, each round in a fresh process, the
+trees' order alternating; a shared machine's load then weighs on both sides alike.
 
 Figures of one run each (2 shared cores, other test suites running beside it, so wide p95s),
-p50 / p95 in ms, top 10 of 256-float vectors:
+p50 / p95 in ms, top 10 of 256-float vectors; the SQLite whole-store rows are from before such
+a search took the nearest vectors alone first (``benchmarks/README.md``, memory search, has
+that change before and after):
 
 =============================  =======  ================  ================
 store                          items    whole store       one user (1%)
@@ -51,8 +57,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import random
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -70,6 +81,8 @@ from standardagents.store.schema_memory import memory_items, memory_vectors
 __all__ = ["main"]
 
 USERS = 100
+#: what ``--stores`` may name: the three stores, and the recall figure
+STORES = ("sqlite", "pgvector", "postgres", "recall")
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 rng = random.Random(7)
 WORDS = [f"w{i}" for i in range(400)] + "dog cat garden roses ramen dentist volvo lyon tea coffee".split()
@@ -196,30 +209,104 @@ async def _recall_cost(folder: Path, turns: int) -> None:
           f"{with_recall:.2f} ms (+{with_recall - without:.2f} ms)", flush=True)
 
 
-async def _main(sizes: list[int], queries: int, turns: int) -> None:
+async def _main(sizes: list[int], queries: int, turns: int, stores: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        if "sqlite" in stores:
+            for n in sizes:
+                await _bench_store("SQLite + sqlite-vec", f"sqlite:///{folder}/m{n}.db", None, n, queries)
+        if "pgvector" in stores:
+            await _bench_pgvector(Path(folder), sizes, queries)
+        if "postgres" in stores:
+            for n in sizes:
+                if n > 10_000:
+                    continue
+                schema = f"bench_mem_{uuid.uuid4().hex[:8]}"
+                try:
+                    await _bench_store("PostgreSQL, exact scan", PG_URL, schema, n, queries)
+                finally:
+                    await _drop(PG_URL, schema)
+        if "recall" in stores:
+            await _recall_cost(Path(folder), turns)
+
+
+async def _bench_pgvector(folder: Path, sizes: list[int], queries: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        server: Any = pgserver.get_server(folder / "pg", cleanup_mode="stop")
+    try:
+        for n in sizes:
+            schema = f"bench_{n}"
+            await _bench_store("PostgreSQL + pgvector HNSW", server.get_uri(), schema, n, queries)
+    finally:
+        server.cleanup()
+
+
+# ------------------------------------------------ SQLite, this tree against another, interleaved
+
+async def _build(db: str, n: int) -> None:
+    store = SQLStore(f"sqlite:///{db}")
+    memory = await MemoryStore(store, embedder=OfflineEmbedder()).open()
+    await _fill(memory, n)
+    await memory.aclose()
+    await store.close()
+
+
+async def _search_worker(db: str, seed: int, count: int) -> dict[str, list[float]]:
+    """``count`` searches (after 3 unmeasured) over the whole store and one user's namespace."""
+    store = SQLStore(f"sqlite:///{db}")
+    memory = await MemoryStore(store, embedder=OfflineEmbedder()).open()
+    picks = random.Random(seed)
+    out: dict[str, list[float]] = {}
+    for label, prefix in (("whole", ()), ("user", ("user", "u1"))):
+        times = []
+        for _ in range(count + 3):
+            query = " ".join(picks.choice(WORDS) for _ in range(6))
+            t0 = time.perf_counter()
+            hits = await memory.search(prefix, query=query, limit=10)
+            times.append((time.perf_counter() - t0) * 1000)
+            assert hits, "a search found nothing"
+        out[label] = times[3:]
+    await memory.aclose()
+    await store.close()
+    return out
+
+
+def _side(src: str, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": src}
+    done = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True,
+                          timeout=3600, check=True)
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+def _compare(sizes: list[int], rounds: int, count: int, baseline: str) -> None:
+    """Each size's items loaded once (by the baseline: an older tree cannot open a newer
+    schema), copied for each side; then rounds of ``count`` searches per side, alternating."""
+    trees = {"before": baseline, "after": str(Path(__file__).resolve().parents[1] / "src")}
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         for n in sizes:
-            await _bench_store("SQLite + sqlite-vec", f"sqlite:///{folder}/m{n}.db", None, n, queries)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pgserver
-
-            server: Any = pgserver.get_server(Path(folder) / "pg", cleanup_mode="stop")
-        try:
-            for n in sizes:
-                schema = f"bench_{n}"
-                await _bench_store("PostgreSQL + pgvector HNSW", server.get_uri(), schema, n, queries)
-        finally:
-            server.cleanup()
-        for n in sizes:
-            if n > 10_000:
-                continue
-            schema = f"bench_mem_{uuid.uuid4().hex[:8]}"
-            try:
-                await _bench_store("PostgreSQL, exact scan", PG_URL, schema, n, queries)
-            finally:
-                await _drop(PG_URL, schema)
-        await _recall_cost(Path(folder), turns)
+            built = f"{folder}/m{n}.db"
+            _side(baseline, "--build", built, "--sizes", str(n))
+            dbs = {}
+            for side in trees:
+                dbs[side] = f"{folder}/{side}{n}.db"
+                shutil.copy(built, dbs[side])
+            times: dict[tuple[str, str], list[float]] = {}
+            for r in range(rounds):
+                for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                    got = json.loads(_side(trees[side], "--search-worker", dbs[side], "--seed", str(r),
+                                           "--queries", str(count)))
+                    for label, values in got.items():
+                        times.setdefault((side, label), []).extend(values)
+            for label in ("whole", "user"):
+                line = []
+                for side in trees:
+                    values = times[(side, label)]
+                    line.append(f"{side} p50 {statistics.median(values):8.2f} ms p95 {_pct(values, 0.95):8.2f} ms")
+                what = "whole store" if label == "whole" else "one user   "
+                print(f"SQLite + sqlite-vec {n:>7} items  {what}  " + "   ".join(line), flush=True)
 
 
 def main() -> None:
@@ -227,8 +314,23 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES),
+                        help="what to measure (default: all)")
+    parser.add_argument("--baseline", default=None,
+                        help="another tree's src folder: SQLite searches of both trees, interleaved, instead")
+    parser.add_argument("--rounds", type=int, default=5, help="with --baseline: rounds of --queries per tree")
+    parser.add_argument("--build", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--search-worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(_main(args.sizes, args.queries, args.turns))
+    if args.build:
+        asyncio.run(_build(args.build, args.sizes[0]))
+    elif args.search_worker:
+        print(json.dumps(asyncio.run(_search_worker(args.search_worker, args.seed, args.queries))))
+    elif args.baseline:
+        _compare(args.sizes, args.rounds, args.queries, args.baseline)
+    else:
+        asyncio.run(_main(args.sizes, args.queries, args.turns, args.stores))
 
 
 if __name__ == "__main__":
