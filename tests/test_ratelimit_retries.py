@@ -84,3 +84,12 @@ async def test_a_limited_models_provider_does_not_retry_by_itself(workers: list[
     gate = workers[0].model_gate
     provider = workers[0].setups.provider_for(gate.unretried(model))
     assert (model.max_retries, getattr(provider, "max_retries", None)) == (2, 0)
+
+
+async def test_a_provider_installed_for_a_limited_model_still_answers_its_turns(workers: list[Runtime]) -> None:
+    from standardagents.testing import TestModelProvider
+
+    installed = TestModelProvider(["from the installed provider"])
+    workers[0].use_provider("stubbed", installed)
+    result = await workers[0].run("internal", "hello")
+    assert result.text == "from the installed provider"

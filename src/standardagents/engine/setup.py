@@ -77,7 +77,7 @@ class Setups:
         from ..exceptions import ProviderError
         from ..providers.factory import ProviderSpec, build_provider
 
-        key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
+        key = _endpoint_key(model)
         provider = self._providers.get(key)
         if provider is None:
             api_key = os.environ.get(model.api_key_env) if model.api_key_env else None
@@ -103,8 +103,10 @@ class Setups:
         model = self.rt.registry.get("models", model_name) if self.rt.registry.has("models", model_name) else None
         if model is None:
             raise NotFoundError("model", model_name)
-        key = f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|{sorted(model.headers.items())}"
-        self._providers[key] = provider
+        self._providers[_endpoint_key(model)] = provider
+        # under a shared rate limit the model is called as a copy without retries of its own
+        # (the engine retries through the limit): route that copy here too
+        self._providers[_endpoint_key(model, max_retries=0)] = provider
         self._by_model.clear()
 
     async def model(self, name: str | None, namespace: str | None) -> ModelDefinition:
@@ -311,3 +313,9 @@ class Setups:
             if block:
                 text = f"{text}\n\n{block}" if text else block
         return text
+
+
+def _endpoint_key(model: ModelDefinition, *, max_retries: int | None = None) -> str:
+    """What makes two model definitions share one provider: their endpoint's configuration."""
+    retries = model.max_retries if max_retries is None else max_retries
+    return f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{retries}|{sorted(model.headers.items())}"
