@@ -532,38 +532,27 @@ class AnthropicProvider(ModelProvider):
 
     async def _read_stream(self, reply: HTTPReply | SDKReply,
                            assembler: AnthropicStreamAssembler) -> AsyncIterator[StreamDelta]:
-        """Server-sent events, split by hand: an event's ``data`` lines are joined and parsed
-        once, events without a name and ``ping`` are skipped (as the SDK skips them), an
-        ``error`` event fails the stream, and after ``message_stop`` the rest of the body is
-        drained so the connection is kept."""
+        """Server-sent events, split by hand at their blank lines: an event's ``data`` lines
+        are joined and parsed once, events without a name and ``ping`` are skipped (as the SDK
+        skips them), an ``error`` event fails the stream, and after ``message_stop`` the rest
+        of the body is drained so the connection is kept."""
         chunks = reply.aiter_bytes()
         buffer = b""
-        event: bytes | None = None
-        data: list[bytes] = []
         async for raw in chunks:
             buffer += raw
+            if b"\r" in buffer:  # CRLF line ends (a CR split from its LF is joined next time)
+                buffer = buffer.replace(b"\r\n", b"\n")
             while True:
-                cut = buffer.find(b"\n")
+                cut = buffer.find(b"\n\n")
                 if cut < 0:
                     break
-                line = buffer[:cut]
-                buffer = buffer[cut + 1:]
-                if line.endswith(b"\r"):
-                    line = line[:-1]
-                if line:
-                    if line.startswith(b"data:"):
-                        data.append(line[6:] if line[5:6] == b" " else line[5:])
-                    elif line.startswith(b"event:"):
-                        event = line[6:].strip()
-                    continue
-                name, lines = event, data
-                event, data = None, []
-                if name is None or name == b"ping" or not lines:
-                    if name != b"error":
-                        continue
-                payload = lines[0] if len(lines) == 1 else b"\n".join(lines)
+                block = buffer[:cut]
+                buffer = buffer[cut + 2:]
+                name, payload = _sse_event(block)
                 if name == b"error":
                     raise _stream_error(payload, not assembler.delivered)
+                if name is None or name == b"ping" or not payload:
+                    continue
                 try:
                     parsed = decode_json(payload)
                 except ValueError as exc:
@@ -582,6 +571,21 @@ class AnthropicProvider(ModelProvider):
         if self._http is not None:
             await self._http.aclose()
         await self.client.close()
+
+
+def _sse_event(block: bytes) -> tuple[bytes | None, bytes]:
+    """An event's name and its ``data`` lines joined (empty when it has none); comments and
+    other fields are ignored."""
+    name: bytes | None = None
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            data.append(line[6:] if line[5:6] == b" " else line[5:])
+        elif line.startswith(b"event:"):
+            name = line[6:].strip() or None
+    if not data:
+        return name, b""
+    return name, data[0] if len(data) == 1 else b"\n".join(data)
 
 
 def _error_body(text: str, status: int) -> tuple[Any, str]:
