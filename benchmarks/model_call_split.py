@@ -50,8 +50,9 @@ PROVIDERS = ("openai", "anthropic")
 MODES = ("stream", "request")
 GROUPS = (
     ("SDK (request building, options, response wrapper, typed objects)", ("/openai/", "/anthropic/", "pydantic")),
-    ("HTTP (httpx2, httpcore2, h11, anyio, sockets)", ("/httpx2/", "/httpcore2/", "/h11/", "/anyio/", "socket",
-                                                       "_ssl", "selector")),
+    ("HTTP (aiohttp, yarl, multidict, httpx2, httpcore2, h11, anyio, sockets)",
+     ("/aiohttp/", "/yarl/", "/multidict/", "/httpx2/", "/httpcore2/", "/h11/", "/anyio/", "socket", "_ssl",
+      "selector")),
     ("JSON (orjson, json)", ("orjson", "/json/", "json.")),
     ("this provider (body, SSE lines, deltas)", ("providers/",)),
     ("asyncio", ("/asyncio/", "_asyncio")),
