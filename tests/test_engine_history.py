@@ -16,7 +16,7 @@ from engine_helpers import stub_model
 from standardagents import Runtime, define_agent, define_prompt, define_tool
 from standardagents.engine.compaction import place_summaries
 from standardagents.project import build_registry
-from standardagents.records import Message, ThreadRecord
+from standardagents.records import Message, ThreadRecord, Usage
 from standardagents.store import SQLStore
 from standardagents.testing.openai_stub import OpenAIStub, StubReply
 from standardagents.toolcalls import SUMMARY_PREFIX
@@ -85,13 +85,16 @@ async def open_runtime(backend: Backend) -> AsyncIterator[Callable[..., Any]]:
         await rt.aclose()
 
 
-async def _compacted_thread(rt: Runtime, folded: int, kept: int) -> tuple[str, list[Message]]:
+async def _compacted_thread(rt: Runtime, folded: int, kept: int,
+                            spent: Usage | None = None) -> tuple[str, list[Message]]:
     """A thread whose first ``folded`` messages a compaction hid behind a summary, then
     ``kept`` visible ones (stored as compaction leaves them: the summary last, placed
-    before the first kept message)."""
+    before the first kept message). ``spent``: the usage of the second folded message (a reply)."""
     thread = await rt.create_thread("helper")
     old = [Message(thread_id=thread.id, role="user" if i % 2 == 0 else "assistant", content=f"old {i}", hidden=True)
            for i in range(folded)]
+    if spent is not None:
+        old[1].usage = spent
     kept_messages = [Message(thread_id=thread.id, role="user" if i % 2 == 0 else "assistant", content=f"kept {i}")
                      for i in range(kept)]
     summary = Message(thread_id=thread.id, role="user", content=f"{SUMMARY_PREFIX}\nwhat came before",
@@ -208,6 +211,17 @@ async def _store_thread(store: SQLStore, hidden: list[bool]) -> str:
     await store.commit_step(messages=[Message(thread_id=thread.id, role="user", content=str(i), hidden=h)
                                       for i, h in enumerate(hidden)])
     return thread.id
+
+
+async def test_a_thread_usage_limit_still_counts_what_the_folded_turns_spent(stub, open_runtime):
+    stub.queue("never sent")
+    agent = define_agent(name="helper", side_a={"prompt": "main"}, usage_limits={"thread_total_tokens": 1000})
+    rt = await open_runtime(agent, PROMPT, stub_model(stub))
+    thread_id, _window = await _compacted_thread(rt, folded=50, kept=3,
+                                                 spent=Usage(prompt_tokens=900, completion_tokens=200))
+    result = await rt.send(thread_id, "hello")
+    assert (result.outcome, result.payload["limit"]) == ("usage_limit", "thread_total_tokens")
+    assert stub.requests == []
 
 
 # ---------------------------------------------------------------- placement, exactly as before
