@@ -154,9 +154,29 @@ def _ms(values: list[float]) -> str:
     return f"median {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms"
 
 
-async def _load(base: str, token: str, n: int, request_timeout: float) -> None:
+def _cpu_of(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc (0 where there is none)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mib(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            line = next(x for x in f if x.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return None
+    return int(line.split()[1]) / 1024
+
+
+async def _load(base: str, token: str, n: int, request_timeout: float, server_pid: int = 0) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     await wait_ready(base, headers)
+    rss = _rss_mib(server_pid)
     limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=request_timeout, limits=limits) as client:
         threads = []
@@ -167,9 +187,9 @@ async def _load(base: str, token: str, n: int, request_timeout: float) -> None:
         warm = await client.post("/api/threads", json={"agent": "bench"})  # a thread of its own, so every
         warm.raise_for_status()                                             # measured turn is a first turn
         await run_turn(client, warm.json()["id"])  # warm-up: imports, provider connection
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu_of(server_pid)
         turns = await asyncio.gather(*(run_turn(client, tid) for tid in threads))
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, _cpu_of(server_pid) - cpu
     messages = sum(t.messages for t in turns)
     reasons = collections.Counter(t.stop_reason for t in turns)
     odd = collections.Counter(t.messages for t in turns if t.messages != 4)
@@ -179,6 +199,9 @@ async def _load(base: str, token: str, n: int, request_timeout: float) -> None:
     print(f"first event after POST: {_ms([t.first_event for t in turns])}")
     print(f"first text chunk after POST: {_ms([t.first_text for t in turns if t.first_text is not None])}")
     print(f"whole turn: {_ms([t.total for t in turns])}")
+    if server_pid:
+        print(f"server CPU per turn: {cpu / n * 1000:.2f} ms; server RSS when ready: "
+              + (f"{rss:.1f} MiB" if rss is not None else "n/a"))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -203,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
             server = _start_server(root, database_url, port)
             print(f"model stub {base_url} (delay {args.delay_ms:g} ms, {args.tool_rounds} tool rounds); "
                   f"server http://127.0.0.1:{port}")
-            asyncio.run(asyncio.wait_for(_load(f"http://127.0.0.1:{port}", token, args.threads, args.timeout),
+            asyncio.run(asyncio.wait_for(_load(f"http://127.0.0.1:{port}", token, args.threads, args.timeout,
+                                               server.pid),
                                          args.max_seconds))
         finally:
             for proc in (server, stub):
