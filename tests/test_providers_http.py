@@ -134,3 +134,11 @@ async def test_requests_go_through_the_proxy_the_environment_names(monkeypatch: 
             await proxy.aclose()
     assert response.text == "ok"
     assert (proxy.accepted, len(stub.requests)) == (1, 1)
+
+
+async def test_a_request_timeout_holds_for_that_request_only(provider: AnthropicProvider,
+                                                             anthropic_stub: AnthropicStub) -> None:
+    anthropic_stub.queue(AnthropicReply(text="too late", delay=5.0), AnthropicReply(text="in time", delay=0.6))
+    with pytest.raises(ProviderError):
+        await provider.request(ask(timeout=0.3))
+    assert (await provider.request(ask())).text == "in time"

@@ -131,7 +131,7 @@ class HTTPClient:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ssl_context(),
                                              keepalive_timeout=_KEEPALIVE_SECONDS)
             session = self._session = aiohttp.ClientSession(
-                connector=connector, timeout=self._timeout(self.timeout),
+                connector=connector, timeout=self._timeout(self.timeout), headers=self.headers,
                 cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
             self._loop = loop
         return session
@@ -140,10 +140,12 @@ class HTTPClient:
                    headers: Mapping[str, str] | None = None) -> HTTPReply:
         """Send ``body`` and wait for the status and headers (the body is read later);
         ``read_timeout`` replaces the client's timeout for this request."""
-        options = self._proxies.get(url)
-        if options is None:
-            options = self._proxies[url] = _proxy_options(url)
-        options = {**options, "headers": {**self.headers, **headers} if headers else self.headers}
+        proxy = self._proxies.get(url)
+        if proxy is None:
+            proxy = self._proxies[url] = _proxy_options(url)
+        options = dict(proxy)
+        if headers:  # the session's own headers go with every request
+            options["headers"] = headers
         if read_timeout is not None:
             options["timeout"] = self._timeout(read_timeout)
         try:
