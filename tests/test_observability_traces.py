@@ -191,8 +191,8 @@ async def test_a_model_error_then_a_fallback_is_two_chat_spans(stub, make_runtim
 
 
 async def test_a_cancelled_turn_ends_its_spans_as_cancelled(stub, make_runtime, spans):
-    # a reply of about ten seconds: still streaming when stop comes, however loaded the machine
-    stub.queue(StubReply(text="slow " * 200, chunk_size=5, delay=0.05))
+    # the reply stalls after two chunks: still streaming when stop comes, however loaded the machine
+    stub.queue(StubReply(text="slow " * 200, chunk_size=5, stall_after_chunks=2))
     rt = await make_runtime(AGENT, prompt(), stub_model(stub))
     thread = await rt.create_thread("helper")
     sub = rt.subscribe(thread.id)
