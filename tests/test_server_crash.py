@@ -25,6 +25,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -200,13 +201,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         _kill_all(proc)
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    """Poll a condition the test cannot be told of (a count in the stub's thread, a log line)."""
-    for _ in range(6000):
-        if check():
-            return
+async def _until(check: Callable[[], bool], what: str, within: float = 300.0) -> None:
+    """Poll a condition the test cannot be told of (a count in the stub's thread, a log line),
+    for up to ``within`` seconds: on a loaded machine a rolling restart's new workers take long
+    to import and warm up."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def _until_ended(client: httpx.AsyncClient, execution_id: str) -> None:
