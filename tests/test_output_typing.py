@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from mypy import api
+from mypy_run import own_lines, run_mypy
 
 SNIPPET = '''
 from pydantic import BaseModel
@@ -33,13 +33,11 @@ def bare(result: ExecutionResult) -> None:
 def test_mypy_sees_the_value_of_a_typed_run_as_the_output_type(tmp_path: Path) -> None:
     source = tmp_path / "typed_use.py"
     source.write_text(textwrap.dedent(SNIPPET))
-    root = Path(__file__).resolve().parent.parent
-    out, err, status = api.run([str(source), "--no-error-summary", "--cache-dir", str(root / ".mypy_cache"),
-                                "--python-version", "3.11", "--follow-imports", "silent"])
-    lines = [line.split(": ", 1)[1] for line in out.splitlines() if ": " in line]
+    out, status = run_mypy(tmp_path, source.name)
+    lines = own_lines(out, source.name)
     assert 'note: Revealed type is "standardagents.engine.results.ExecutionResult[typed_use.Invoice]"' in lines, out
     assert lines.count('note: Revealed type is "typed_use.Invoice"') == 2, out
     assert lines.count('note: Revealed type is "Any"') == 2, out
     errors = [line for line in lines if line.startswith("error:")]
     assert len(errors) == 1 and 'has type "Invoice", variable has type "str"' in errors[0], out
-    assert status == 1, err
+    assert status == 1, out

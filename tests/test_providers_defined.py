@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from mypy_run import run_mypy
 from standardagents import Runtime, define_model, define_provider, provider_env, provider_value
 from standardagents.definitions import ProviderModelsQuery, map_reasoning_level
 from standardagents.exceptions import DefinitionError, ProjectError, ProviderError
@@ -490,7 +489,7 @@ def test_a_misspelt_field_is_flagged_by_the_type_checker(tmp_path: Path) -> None
         bad3 = define_provider(name="a", extends="openai", override={"header": {}})
         bad4 = define_provider(name="a", extends="openai", models=[{"id": "m", "capabilities": {"visoin": True}}])
     '''))
-    run = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
-                          "--ignore-missing-imports", str(source)], capture_output=True, text=True, check=False)
-    flagged = sorted({int(line.split(":")[1]) for line in run.stdout.splitlines() if ": error:" in line})
-    assert flagged == [6, 7, 8, 9], run.stdout
+    out, _status = run_mypy(tmp_path, source.name)
+    flagged = sorted({int(line.split(":")[1]) for line in out.splitlines()
+                      if line.startswith(f"{source.name}:") and ": error:" in line})
+    assert flagged == [6, 7, 8, 9], out

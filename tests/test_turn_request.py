@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 import pytest
-from mypy import api
 
+from mypy_run import own_lines, run_mypy
 from standardagents import define_agent, define_model, define_prompt
 from standardagents.engine import StartOptions, TurnRequest
 from standardagents.engine.options import RunOptions
@@ -78,16 +78,14 @@ async def use(rt: Runtime) -> None:
 def test_a_misspelt_or_mistyped_option_is_a_type_error(tmp_path: Path) -> None:
     source = tmp_path / "door_use.py"
     source.write_text(textwrap.dedent(SNIPPET))
-    root = Path(__file__).resolve().parent.parent
-    out, err, status = api.run([str(source), "--no-error-summary", "--cache-dir", str(root / ".mypy_cache"),
-                                "--python-version", "3.11", "--follow-imports", "silent"])
-    errors = [line.split(": ", 1)[1] for line in out.splitlines() if ": error:" in line]
+    out, status = run_mypy(tmp_path, source.name)
+    errors = [line for line in own_lines(out, source.name) if line.startswith("error:")]
     assert len(errors) == 4, out
     assert 'Unexpected keyword argument "usage_limit"' in errors[0], out
     assert 'Unexpected keyword argument "silnet"' in errors[1], out
     assert 'No overload variant of "send"' in errors[2], out
     assert 'Unexpected keyword argument "contnet"' in errors[3], out
-    assert status == 1, err
+    assert status == 1, out
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "turns.md"
