@@ -94,7 +94,12 @@ class HTTPReply:
             yield chunk
 
     async def aclose(self) -> None:
-        self._response.release()
+        response = self._response
+        if response.content.at_eof():
+            response.release()  # read to its end: the connection goes back to the pool
+        else:  # left unread: the connection is closed, and the server sees it now: the
+            response.close()  # transport closes its socket on the loop's next turn, so give it one
+            await asyncio.sleep(0)
 
 
 def _proxy_options(url: str) -> dict[str, Any]:
