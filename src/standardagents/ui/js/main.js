@@ -10,6 +10,7 @@ import * as signin from "./signin.js";
 import { $, forget, showError, state } from "./state.js";
 import "./phone.js";
 import "./schedules.js";
+import "./webhooks.js";
 import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
 
 const PAGE = 500;
