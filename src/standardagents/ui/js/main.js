@@ -10,8 +10,8 @@ import * as signin from "./signin.js";
 import { $, forget, showError, state } from "./state.js";
 import "./phone.js";
 import "./schedules.js";
-import "./webhooks.js";
 import { loadThreads, markActive, onOpen, titleOf, wireFilters } from "./threads.js";
+import * as webhooks from "./webhooks.js";
 
 const PAGE = 500;
 
@@ -186,6 +186,7 @@ wireFilters();
 
 async function start() {
   $("send").disabled = true;
+  webhooks.checkAccess();
   try {
     showError(null);
     await loadAgents();

@@ -1,9 +1,9 @@
 // The webhooks view: the caller's subscriptions (GET /api/webhooks; an admin sees every one),
 // each with its delivery log loaded when asked for, a Replay button per delivery and a Delete
 // button per subscription. The API answers any signed-in caller with its own subscriptions, so
-// the toggle shows once the caller is known (GET /api/users/me) and stays hidden otherwise.
-// Errors from the API are written in the view rather than thrown. Drawn with textContent only;
-// the module wires its own toggle, so the page needs only its markup and one import.
+// the toggle shows once the caller is known (GET /api/users/me, see checkAccess) and stays hidden
+// otherwise. Errors from the API are written in the view rather than thrown. Drawn with
+// textContent only; the module wires its own buttons.
 import { api } from "./api.js";
 import { $ } from "./state.js";
 
@@ -25,6 +25,15 @@ function showViewError(err) {
   const box = $("webhooks-error");
   box.textContent = err ? String(err.message || err) : "";
   box.hidden = !err;
+}
+
+// A button's call, then ``redraw``; the call's failure is shown after the redraw (which clears
+// the error line when it succeeds).
+async function act(call, redraw) {
+  let failure = null;
+  try { await call(); } catch (err) { failure = err; }
+  await redraw();
+  if (failure) showViewError(failure);
 }
 
 function button(label, name, onClick) {
@@ -61,13 +70,8 @@ function deliveryRow(w, d, attempts, reload) {
       + ` · created ${when(d.createdAt)}${done}`));
   const tries = el("ol", "webhook-attempts");
   [...attempts].reverse().forEach((a) => tries.appendChild(attemptRow(a)));
-  const replay = button("Replay", `delivery ${d.id}`, async () => {
-    try {
-      await api(`${path(w.id)}/deliveries/${encodeURIComponent(d.id)}/replay`, { method: "POST" });
-      showViewError(null);
-    } catch (err) { showViewError(err); }
-    await reload();
-  });
+  const replay = button("Replay", `delivery ${d.id}`,
+    () => act(() => api(`${path(w.id)}/deliveries/${encodeURIComponent(d.id)}/replay`, { method: "POST" }), reload));
   li.append(tries, replay);
   return li;
 }
@@ -107,11 +111,7 @@ function row(w) {
   if (w.source !== "project") {
     buttons.append(button("Delete", `subscription ${w.url}`, async () => {
       if (!window.confirm(`Delete the subscription to ${w.url}? Its pending deliveries are not sent.`)) return;
-      try {
-        await api(path(w.id), { method: "DELETE" });
-        showViewError(null);
-      } catch (err) { showViewError(err); }
-      await refresh();
+      await act(() => api(path(w.id), { method: "DELETE" }), refresh);
     }));
   }
   li.append(buttons, log);
@@ -136,8 +136,9 @@ export function toggle(open = panel.hidden) {
   if (open) refresh();
 }
 
-// The toggle shows for a caller the API knows; without credentials it stays hidden.
-async function allowed() {
+// The toggle shows for a caller the API knows; without credentials it stays hidden. The page
+// calls this whenever its credentials may have changed (start-up, sign-in, a saved token).
+export async function checkAccess() {
   try {
     await api("/users/me");
     toggleButton.hidden = false;
@@ -150,5 +151,3 @@ async function allowed() {
 toggleButton.addEventListener("click", () => toggle());
 $("webhooks-close").addEventListener("click", () => toggle(false));
 $("webhooks-refresh").addEventListener("click", () => refresh());
-$("token-save").addEventListener("click", () => allowed());
-allowed();
