@@ -4,6 +4,7 @@ load of concurrent turns: whichever worker answers, the counters add up to the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -16,7 +17,10 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from standardagents.store import open_store
-from test_server_workers import database  # noqa: F401  (a PostgreSQL database of the test's own)
+from test_server_workers import (
+    WORKER,
+    database,  # noqa: F401  (a PostgreSQL database of the test's own)
+)
 
 EXE = Path(sys.executable).parent / "standardagents"
 QUICKSTART = Path(__file__).parent.parent / "examples" / "quickstart"
@@ -47,6 +51,22 @@ def total(found: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str
     return sum(v for (n, ls), v in found.items() if n == name and all((k, w) in ls for k, w in labels.items()))
 
 
+async def _both_workers_answer(base: str, headers: dict[str, str]) -> None:
+    """Wait until each of the two workers has answered once (fresh connections land on either):
+    one that is still starting would miss the other's events, relayed only to live workers."""
+    seen: set[str] = set()
+    for _ in range(600):
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as probe:
+            with contextlib.suppress(httpx.TransportError):
+                answer = await probe.get("/api/agents")
+                if answer.status_code == 200:
+                    seen.add(answer.headers[WORKER])
+        if len(seen) == 2:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"only worker(s) {sorted(seen)} answered")
+
+
 async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path, database: str) -> None:  # noqa: F811
     project = tmp_path / "project"
     shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns(".standardagents", "__pycache__"))
@@ -71,6 +91,7 @@ async def test_metrics_of_two_workers_add_up_to_the_store(tmp_path: Path, databa
                 await asyncio.sleep(0.1)
             else:
                 raise AssertionError("the server did not start")
+            await _both_workers_answer(base, headers)
             async with httpx.AsyncClient(base_url=base, timeout=10) as anonymous:
                 assert (await anonymous.get("/metrics")).status_code == 401
 
