@@ -120,7 +120,12 @@ async def test_each_task_update_reaches_the_receiver_once_with_the_token(
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
 
     def completed(got: list[Delivery]) -> bool:
-        return any(d.status == 200 and _state(_update(d)) == TaskState.TASK_STATE_COMPLETED for d in got)
+        # the completed update went through, and so did every other one tried so far
+        # (deliveries are retried side by side: another may still be between attempts)
+        done = any(d.status == 200 and _state(_update(d)) == TaskState.TASK_STATE_COMPLETED for d in got)
+        tried = {d.headers["webhook-id"] for d in got}
+        through = {d.headers["webhook-id"] for d in got if d.status == 200}
+        return done and tried == through
 
     assert await asyncio.to_thread(receiver.wait_for, completed)
     delivered = receiver.succeeded()
@@ -182,7 +187,12 @@ async def test_the_a2a_pages_push_example_has_the_updates_posted_with_its_token(
     assert proc.returncode == 0, err.decode()
 
     def completed(got: list[Delivery]) -> bool:
-        return any(d.status == 200 and _state(_update(d)) == TaskState.TASK_STATE_COMPLETED for d in got)
+        # the completed update went through, and so did every other one tried so far
+        # (deliveries are retried side by side: another may still be between attempts)
+        done = any(d.status == 200 and _state(_update(d)) == TaskState.TASK_STATE_COMPLETED for d in got)
+        tried = {d.headers["webhook-id"] for d in got}
+        through = {d.headers["webhook-id"] for d in got if d.status == 200}
+        return done and tried == through
 
     assert await asyncio.to_thread(receiver.wait_for, completed)
     assert {d.headers["x-a2a-notification-token"] for d in receiver.got} == {"a-secret-the-receiver-checks"}
