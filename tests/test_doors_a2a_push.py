@@ -46,6 +46,7 @@ from standardagents.server.doors.a2a_push import StorePushConfigStore
 from standardagents.server.doors.a2a_tasks import StoreTaskStore
 from test_doors_mcp import EXTRA
 from webhook_receiver import Delivery, Receiver
+from webhook_receiver import fast_retries as fast_retries  # the fixture
 
 
 def _doc(name: str) -> str:
@@ -60,18 +61,12 @@ def receiver() -> Iterator[Receiver]:
         r.stop()
 
 
-@pytest.fixture
-def allow_private(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_ALLOW_PRIVATE", "1")
-    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_BACKOFF", "0.05")
-
-
 def _serve(tmp_path: Path) -> Iterator[LiveServer]:
     yield from serve_app(write_project(tmp_path / "project", EXTRA), f"sqlite+aiosqlite:///{tmp_path / 'a2a.db'}")
 
 
 @pytest.fixture
-def server(tmp_path: Path, allow_private: None) -> Iterator[LiveServer]:
+def server(tmp_path: Path, fast_retries: None) -> Iterator[LiveServer]:
     yield from _serve(tmp_path)
 
 
@@ -213,7 +208,7 @@ class _Caller(User):
 
 
 async def test_a_tasks_configs_go_with_it_when_retention_deletes_it(
-        make_runtime: Callable[..., Any], allow_private: None) -> None:
+        make_runtime: Callable[..., Any], fast_retries: None) -> None:
     rt = await make_runtime()
     now = [1_000_000]
     tasks = StoreTaskStore(rt, set(), retention=60.0, clock=lambda: now[0])

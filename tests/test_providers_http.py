@@ -5,8 +5,7 @@ providers send their requests through the proxy the environment names."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator
 from typing import Any, cast
 
 import pytest
@@ -17,36 +16,10 @@ from standardagents.exceptions import ProviderError
 from standardagents.providers import ModelRequest, StreamEnd, TextDelta
 from standardagents.providers.anthropic import AnthropicProvider
 from standardagents.testing.anthropic_stub import AnthropicReply, AnthropicStub
-from standardagents.testing.proxy import CuttableProxy
-
-
-class CountingProxy(CuttableProxy):
-    """The proxy, counting the connections it accepts."""
-
-    def __init__(self, upstream: tuple[str, int]) -> None:
-        super().__init__(upstream)
-        self.accepted = 0
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.accepted += 1
-        await super()._serve(reader, writer)
-
-
-@pytest.fixture
-def anthropic_stub() -> Iterator[AnthropicStub]:
-    with AnthropicStub() as server:
-        yield server
-
-
-@pytest.fixture
-async def provider(anthropic_stub: AnthropicStub) -> AsyncIterator[AnthropicProvider]:
-    made = AnthropicProvider(anthropic_stub.base_url, "sk-test", max_retries=0)
-    yield made
-    await made.aclose()
-
-
-def ask(text: str = "hi", **fields: object) -> ModelRequest:
-    return ModelRequest(model="claude-stub", messages=[{"role": "user", "content": text}], **fields)  # type: ignore[arg-type]
+from test_providers_anthropic_http import anthropic_stub as anthropic_stub  # the fixtures
+from test_providers_anthropic_http import ask
+from test_providers_anthropic_http import provider as provider
+from test_providers_openai_pool import CountingProxy
 
 
 async def streamed_text(provider: AnthropicProvider, request: ModelRequest) -> str:

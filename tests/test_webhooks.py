@@ -21,6 +21,7 @@ from standardwebhooks import Webhook
 from server_fixtures import LiveServer, serve_app, write_project
 from standardagents.store import SQLStore
 from webhook_receiver import Receiver
+from webhook_receiver import fast_retries as fast_retries  # the fixture
 
 EXE = Path(sys.executable).parent / "standardagents"
 
@@ -32,12 +33,6 @@ def receiver() -> Iterator[Receiver]:
         yield r
     finally:
         r.stop()
-
-
-@pytest.fixture
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_ALLOW_PRIVATE", "1")
-    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_BACKOFF", "0.05")
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 from server_fixtures import LiveServer, serve_app, write_project
 from test_server_browser import ARGS, chromium
 from webhook_receiver import Receiver
+from webhook_receiver import fast_retries as fast_retries  # the fixture
 
 __all__ = ["chromium"]
 
@@ -30,12 +31,6 @@ def receiver() -> Iterator[Receiver]:
         yield r
     finally:
         r.stop()
-
-
-@pytest.fixture
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_ALLOW_PRIVATE", "1")
-    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_BACKOFF", "0.05")
 
 
 @pytest.fixture

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Delivery", "Receiver"]
+import pytest
+
+__all__ = ["Delivery", "Receiver", "fast_retries"]
 
 
 @dataclass
@@ -70,3 +72,10 @@ class Receiver:
         """Wait (bounded) until ``predicate(deliveries)`` holds."""
         with self.changed:
             return self.changed.wait_for(lambda: predicate(list(self.got)), timeout)
+
+
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deliveries to 127.0.0.1 allowed, retried after 50 ms instead of seconds."""
+    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_ALLOW_PRIVATE", "1")
+    monkeypatch.setenv("STANDARDAGENTS_WEBHOOKS_BACKOFF", "0.05")
