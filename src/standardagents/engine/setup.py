@@ -55,6 +55,8 @@ class Setups:
         self._digests: dict[tuple[str, str | None], str] = {}
         self._providers: dict[str, ModelProvider] = {}
         self._by_model: dict[int, tuple[ModelDefinition, ModelProvider]] = {}
+        #: model name -> the provider installed for it with :meth:`use_provider`
+        self._installed: dict[str, ModelProvider] = {}
 
     async def aclose(self) -> None:
         """Close every provider made here."""
@@ -65,11 +67,13 @@ class Setups:
                 log.exception("closing a provider failed")
 
     def provider_for(self, model: ModelDefinition) -> ModelProvider:
-        """One shared provider per endpoint configuration."""
+        """One shared provider per endpoint configuration (the one installed for the model's
+        name, if any: it answers every variant of the definition, such as the copy without
+        retries of its own that a shared rate limit calls)."""
         cached = self._by_model.get(id(model))
         if cached is not None and cached[0] is model:
             return cached[1]
-        provider = self._provider_for(model)
+        provider = self._installed.get(model.name) or self._provider_for(model)
         self._by_model[id(model)] = (model, provider)
         return provider
 
@@ -104,9 +108,7 @@ class Setups:
         if model is None:
             raise NotFoundError("model", model_name)
         self._providers[_endpoint_key(model)] = provider
-        # under a shared rate limit the model is called as a copy without retries of its own
-        # (the engine retries through the limit): route that copy here too
-        self._providers[_endpoint_key(model, max_retries=0)] = provider
+        self._installed[model.name] = provider
         self._by_model.clear()
 
     async def model(self, name: str | None, namespace: str | None) -> ModelDefinition:
@@ -315,7 +317,7 @@ class Setups:
         return text
 
 
-def _endpoint_key(model: ModelDefinition, *, max_retries: int | None = None) -> str:
+def _endpoint_key(model: ModelDefinition) -> str:
     """What makes two model definitions share one provider: their endpoint's configuration."""
-    retries = model.max_retries if max_retries is None else max_retries
-    return f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{retries}|{sorted(model.headers.items())}"
+    return (f"{model.provider}|{model.base_url}|{model.api_key_env}|{model.timeout}|{model.max_retries}|"
+            f"{sorted(model.headers.items())}")
