@@ -103,7 +103,7 @@ class Runtime:
         #: each ended turn's record and ``done``; asked before a turn starts (quotas: raise to
         #: refuse it, or return what to await when it ends); around each model request
         self.turn_end_hooks: list[Callable[[ExecutionRecord, dict[str, Any]], Awaitable[None]]] = []
-        self.admission: Callable[[str], Awaitable[Callable[[], Coroutine[Any, Any, None]] | None]] | None = None
+        self.admission: Callable[[ThreadRecord], Awaitable[Callable[[], Coroutine[Any, Any, None]] | None]] | None = None
         self.model_gate: Any = None
 
     # construction --------------------------------------------------------------------------
@@ -331,18 +331,22 @@ class Runtime:
         (``await turn``)."""
         return await self.begin(thread_id, TurnRequest(content=content, **options))
 
-    async def begin(self, thread_id: str, request: TurnRequest) -> Turn:
+    async def begin(self, thread: str | ThreadRecord, request: TurnRequest) -> Turn:
         """Start (or queue) the turn ``request`` asks for: the one entry every door goes
         through. Returns its :class:`Turn` (its execution id is ``request.execution_id``,
-        or a new one)."""
+        or a new one). ``thread`` is the thread's id, or its record when the caller has
+        just read it (a door checking access): the turn starts from that record instead of
+        reading it again."""
         if request.execution_id is None:
             request = dataclasses.replace(request, execution_id=new_id("exe_"))
         execution_id = request.execution_id
         assert execution_id is not None
+        record = thread if isinstance(thread, ThreadRecord) else await self.get_thread(thread)
+        thread_id = record.id
         # quotas (the services' admission check) may refuse the turn, or hold a slot until it ends
-        release = await self.admission(thread_id) if self.admission is not None else None
+        release = await self.admission(record) if self.admission is not None else None
         try:
-            task = await turns.start(self, thread_id, request)
+            task = await turns.start(self, record, request)
         except BaseException:
             if release is not None:
                 await release()
@@ -514,7 +518,7 @@ class Runtime:
         request = TurnRequest(content=message, output_type=output_type, **options)
         request.turn_options()
         thread = await self.create_thread(agent, user_id=user_id)
-        return await (await self.begin(thread.id, request))
+        return await (await self.begin(thread, request))
 
     @staticmethod
     def run_sync(project: str | Path | Registry, agent: str, message: str, **options: Any) -> ExecutionResult:

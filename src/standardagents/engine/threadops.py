@@ -55,6 +55,8 @@ async def create_thread(rt: ThreadOpsHost, agent: str, *, user_id: str | None = 
     state._hooks = hooks
     if hooks.has("after_thread_created"):
         await hooks.notify("after_thread_created", state)
+        # the hook may have changed the thread (title, metadata): return it as stored
+        thread = await rt.store.get_thread(thread.id) or thread
     return thread
 
 

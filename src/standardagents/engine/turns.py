@@ -38,14 +38,14 @@ __all__ = ["BUS_EVENT_TYPES", "cancel", "ended", "execute", "execute_locked", "f
 log = logging.getLogger("standardagents.runtime")
 
 
-async def start(rt: TurnsHost, thread_id: str, request: TurnRequest) -> asyncio.Task[ExecutionResult]:
-    """Start (or queue behind the running one) the execution ``request`` asks for; returns
-    its task (the fields are documented on :meth:`Runtime.start`, the public door to this)."""
+async def start(rt: TurnsHost, thread: ThreadRecord, request: TurnRequest) -> asyncio.Task[ExecutionResult]:
+    """Start (or queue behind the running one) the execution ``request`` asks for in
+    ``thread``; returns its task (the fields are documented on :meth:`Runtime.start`, the
+    public door to this)."""
     if rt.draining:
         raise ShuttingDownError()
     options = request.turn_options()
     start_side, execution_id, model = request.start_side, request.execution_id, request.model
-    thread = await rt.get_thread(thread_id)
     if model is not None and not rt.registry.has("models", model, thread.package):
         raise NotFoundError("model", model)
     agent = await rt.agent(thread.agent, thread.package)
@@ -253,7 +253,7 @@ async def execute_locked(rt: TurnsHost, thread: ThreadRecord, agent: AgentDefini
         # queued after the turn's last step: they start the next execution, not vanish
         follow_up = new_id("exe_")
         rt.inflight.queued_first[follow_up], ex.queued_tools = ex.queued_tools, []
-        await start(rt, thread.id, TurnRequest(execution_id=follow_up))
+        await start(rt, await rt.get_thread(thread.id), TurnRequest(execution_id=follow_up))
     if rt.auto_titles and thread.title is None and result.stop_reason == "complete" and message is not None:
         rt.inflight.spawn(_title(rt, thread, agent, message, result.text))
     return result

@@ -429,7 +429,7 @@ async def send_message(request: Request) -> Response:
     subscribed = {"webhook": hook.to_dict(secret=True)} if hook is not None else {}
     if wait:
         try:
-            task = (await rt.begin(thread.id, turn_request)).task
+            task = (await rt.begin(thread, turn_request)).task
         except BaseException:
             await unsubscribe()
             raise
@@ -446,7 +446,7 @@ async def send_message(request: Request) -> Response:
 
     sub = rt.subscribe(thread.id, reasoning=wants_reasoning(request), maxsize=server.stream_buffer)
     try:
-        task = (await rt.begin(thread.id, turn_request)).task
+        task = (await rt.begin(thread, turn_request)).task
     except BaseException:
         sub.close()
         await unsubscribe()

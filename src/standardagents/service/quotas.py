@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from ..definitions._base import problems_from_validation
 from ..exceptions import DefinitionError, QuotaExceeded
-from ..records import new_id, now_ms
+from ..records import ThreadRecord, new_id, now_ms
 from ..store import serviceops as ops
 from ..store.serviceops import run_op
 
@@ -78,12 +78,9 @@ class Quotas:
         self.rt = rt
         self.policy = policy
 
-    async def admit(self, thread_id: str) -> Release | None:
-        """Let a turn of ``thread_id`` start (returning what gives its slot back when it
+    async def admit(self, thread: ThreadRecord) -> Release | None:
+        """Let a turn of ``thread`` start (returning what gives its slot back when it
         ends), wait for room, or raise :class:`QuotaExceeded`."""
-        thread = await self.rt.store.get_thread(thread_id)
-        if thread is None:
-            return None  # the start itself reports the unknown thread
         tenant = (thread.metadata or {}).get("tenant") if self.policy.by == "tenant" else None
         if not isinstance(tenant, str):
             tenant = None

@@ -120,6 +120,11 @@ async def enqueue(rt: Runtime, event_type: str, key: str, data: dict[str, Any], 
                   execution_id: str | None = None) -> int:
     """Write ``event_type`` about ``key`` (of ``thread_id`` and ``execution_id``) to the
     outbox of every subscription wanting it."""
+    if not await run_op(rt.store, ops.any_webhook_wanting, event_type, thread_id, execution_id, write=False):
+        # the common case (nothing subscribed) costs a read, not a write transaction; a
+        # subscription made after this read is made after the event, as it would be after
+        # the write
+        return 0
     payload = {"type": event_type, "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"), "data": data}
     added = await run_op(rt.store, ops.enqueue_event, event_type, f"{event_type}:{key}", payload, thread_id,
                          lambda: new_id("msg_"), now_ms(), execution_id)
@@ -151,6 +156,8 @@ async def create_a2a_config(rt: Runtime, task_id: str, user_id: str | None, conf
 async def enqueue_push(rt: Runtime, task_id: str, body: dict[str, Any]) -> int:
     """Write one A2A push notification (``body``: the task's ``StreamResponse`` as JSON) to
     the outbox of every push-notification config of ``task_id``; each is sent once."""
+    if not await run_op(rt.store, ops.any_webhook_wanting, ops.A2A_EVENT, None, task_id, write=False):
+        return 0
     added = await run_op(rt.store, ops.enqueue_event, ops.A2A_EVENT, f"{ops.A2A_EVENT}:{task_id}:{new_id('n_')}",
                          body, None, lambda: new_id("msg_"), now_ms(), task_id)
     _wake(rt, added)

@@ -332,15 +332,14 @@ def delete_webhook(conn: Connection, webhook_id: str) -> bool:
 A2A_EVENT = "a2a.task"
 
 
-def enqueue_event(conn: Connection, event_type: str, event_key: str, payload: dict[str, Any],
-                  thread_id: str | None, ids: Callable[[], str], now: int, execution_id: str | None = None) -> int:
-    """One outbox row per subscription wanting the event (once per subscription and key,
-    however many workers enqueue it): of its kind, naming it, and of its thread and
-    execution when it is scoped to one. Returns how many rows were added."""
-    added = 0
+def webhooks_wanting(conn: Connection, event_type: str, thread_id: str | None,
+                     execution_id: str | None = None) -> list[WebhookRecord]:
+    """The subscriptions that want the event: of its kind, naming it, and of its thread and
+    execution when they are scoped to one."""
     scoped: ColumnElement[bool] = webhooks.c.execution_id.is_(None)
     if execution_id is not None:
         scoped = or_(scoped, webhooks.c.execution_id == execution_id)
+    wanting = []
     for hook in conn.execute(select(webhooks).where(scoped)):
         record = _webhook(hook)
         if (record.kind == "a2a") != (event_type == A2A_EVENT):
@@ -349,6 +348,23 @@ def enqueue_event(conn: Connection, event_type: str, event_key: str, payload: di
             continue
         if record.thread_id is not None and record.thread_id != thread_id:
             continue
+        wanting.append(record)
+    return wanting
+
+
+def any_webhook_wanting(conn: Connection, event_type: str, thread_id: str | None,
+                        execution_id: str | None = None) -> bool:
+    """Whether any subscription wants the event (read only: most events have none, and
+    asking costs a read where enqueueing costs a write transaction)."""
+    return bool(webhooks_wanting(conn, event_type, thread_id, execution_id))
+
+
+def enqueue_event(conn: Connection, event_type: str, event_key: str, payload: dict[str, Any],
+                  thread_id: str | None, ids: Callable[[], str], now: int, execution_id: str | None = None) -> int:
+    """One outbox row per subscription wanting the event (once per subscription and key,
+    however many workers enqueue it). Returns how many rows were added."""
+    added = 0
+    for record in webhooks_wanting(conn, event_type, thread_id, execution_id):
         added += _insert_ignore(conn, webhook_outbox, ["webhook_id", "event_key"], {
             "id": ids(), "webhook_id": record.id, "event_type": event_type, "event_key": event_key,
             "payload": payload, "status": "pending", "attempts": 0, "next_attempt_at": now,

@@ -171,7 +171,7 @@ async def start_turn(rt: Runtime, thread: ThreadRecord, request: TurnRequest) ->
     missed."""
     sub = rt.subscribe(thread.id, reasoning=False)
     try:
-        started = await rt.begin(thread.id, request)
+        started = await rt.begin(thread, request)
     except BaseException:
         sub.close()
         raise
