@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -121,11 +121,15 @@ def _dialect(conn: Connection) -> str:
 
 _THREAD_FIELDS = ("agent", "user_id", "title", "parent_id", "package", "metadata", "updated_at")
 _INSERT_THREAD = insert(threads)
-_GET_THREAD = select(threads).where(threads.c.id == bindparam("id"))
+GET_THREAD = select(threads).where(threads.c.id == bindparam("id"))
 
 
 def _thread_from_row(row: Row[Any]) -> ThreadRecord:
-    m = row._mapping
+    return thread_from_mapping(row._mapping)
+
+
+def thread_from_mapping(m: Mapping[Any, Any]) -> ThreadRecord:
+    """A thread record from a row of :data:`GET_THREAD` (or of ``threads``) by column name."""
     return ThreadRecord(
         agent=m["agent"], id=m["id"], user_id=m["user_id"], title=m["title"],
         parent_id=m["parent_id"], package=m["package"], metadata=m["metadata"] or {},
@@ -144,7 +148,7 @@ def create_thread(conn: Connection, thread: ThreadRecord) -> ThreadRecord:
 
 
 def get_thread(conn: Connection, thread_id: str) -> ThreadRecord | None:
-    row = conn.execute(_GET_THREAD, {"id": thread_id}).first()
+    row = conn.execute(GET_THREAD, {"id": thread_id}).first()
     return _thread_from_row(row) if row is not None else None
 
 

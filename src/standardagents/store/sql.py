@@ -32,7 +32,7 @@ from sqlalchemy.pool import StaticPool
 from ..exceptions import NotFoundError, StandardAgentsError, StoreError, StoreUnavailable
 from ..files import FileChunk, FileStats, FindResult, GrepResult, ReaddirResult
 from ..records import ExecutionRecord, Fence, FileRecord, LogRecord, Message, ThreadRecord, now_ms
-from . import contextops, eventops, fileops, ops
+from . import contextops, eventops, fileops, ops, threadreads
 from .checks import check_json, check_key, check_path, check_text, check_window
 from .fastpath import SQLiteFastPath
 from .migrate import upgrade_to_head
@@ -400,7 +400,13 @@ class SQLStore:
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         check_text("thread id", thread_id)
+        if self.dialect == "sqlite":
+            return await self._run(self._sqlite_thread, thread_id, write=False)
         return await self._run(ops.get_thread, thread_id, write=False)
+
+    def _sqlite_thread(self, _conn: Connection, thread_id: str) -> ThreadRecord | None:
+        assert self._engine is not None
+        return threadreads.sqlite_get_thread(self._cursor, self._engine.dialect, thread_id)
 
     async def list_threads(
         self, *, agent: str | None = None, user_id: str | None = None,
