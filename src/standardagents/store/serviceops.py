@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, and_, delete, func, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
@@ -332,15 +332,18 @@ def delete_webhook(conn: Connection, webhook_id: str) -> bool:
 A2A_EVENT = "a2a.task"
 
 
+#: the subscriptions of every execution, and those of ``execution_id`` (none when it is NULL);
+#: built once, so asking costs the query and not the statement's construction
+_SCOPED_WEBHOOKS = select(webhooks).where(or_(webhooks.c.execution_id.is_(None),
+                                              webhooks.c.execution_id == bindparam("execution_id")))
+
+
 def webhooks_wanting(conn: Connection, event_type: str, thread_id: str | None,
                      execution_id: str | None = None) -> list[WebhookRecord]:
     """The subscriptions that want the event: of its kind, naming it, and of its thread and
     execution when they are scoped to one."""
-    scoped: ColumnElement[bool] = webhooks.c.execution_id.is_(None)
-    if execution_id is not None:
-        scoped = or_(scoped, webhooks.c.execution_id == execution_id)
     wanting = []
-    for hook in conn.execute(select(webhooks).where(scoped)):
+    for hook in conn.execute(_SCOPED_WEBHOOKS, {"execution_id": execution_id}):
         record = _webhook(hook)
         if (record.kind == "a2a") != (event_type == A2A_EVENT):
             continue
