@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
@@ -23,8 +23,11 @@ from ..store.base import UserRecord
 from ..store.ops import TOKEN_PREFIX
 from .authorization import default_thread_access, require_allowed
 from .errors import ApiError
-from .oidc import JwtVerifier, OidcSettings, looks_like_jwt
+from .oidc import OidcSettings, looks_like_jwt
 from .state import ServerState, server_of
+
+if TYPE_CHECKING:
+    from .jwt_verifier import JwtVerifier
 
 __all__ = [
     "LOCAL_USER_ID",
@@ -122,7 +125,11 @@ def jwt_verifier(server: ServerState) -> JwtVerifier | None:
     verifier = server.extra.get("oidc", False)
     if verifier is False:
         settings = OidcSettings.from_env()
-        verifier = JwtVerifier(settings) if settings.enabled else None
+        if settings.enabled:
+            from .jwt_verifier import JwtVerifier
+            verifier = JwtVerifier(settings)
+        else:
+            verifier = None
         server.extra["oidc"] = verifier
     return verifier
 

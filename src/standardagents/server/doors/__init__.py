@@ -22,7 +22,7 @@ def door_routes() -> list[BaseRoute]:
     """The routes of every door (mounted by the server app before the project's own)."""
     from .a2a_door import a2a_routes
     from .agui import agui_routes
-    from .mcp_server import mcp_routes
+    from .mcp_door import mcp_routes
 
     routes: list[BaseRoute] = [*mcp_routes(), *agui_routes(), *a2a_routes()]
     return routes
@@ -30,8 +30,9 @@ def door_routes() -> list[BaseRoute]:
 
 @contextlib.asynccontextmanager
 async def doors_running(server: ServerState) -> AsyncIterator[None]:
-    """What the doors keep running while the app serves (the MCP session manager)."""
-    from .mcp_server import mcp_running
+    """What the doors keep running while the app serves (the MCP session manager, from
+    the door's first request on)."""
+    from .mcp_door import mcp_running
 
     async with mcp_running(server):
         yield

@@ -37,7 +37,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from ...engine.approval_tokens import ApprovalError
@@ -64,13 +63,11 @@ if TYPE_CHECKING:
     from ...engine.runtime import Runtime
     from ..state import ServerState
 
-__all__ = ["ALLOWED_ORIGINS_ENV", "MCP_PATH", "allowed_origins", "build_mcp_server", "mcp_routes", "mcp_running",
+__all__ = ["ALLOWED_ORIGINS_ENV", "McpEndpoint", "allowed_origins", "build_mcp_server", "mcp_running",
            "origin_allowed", "serve_stdio"]
 
 #: protocol versions without server-to-client requests (questions travel in InputRequiredResult)
 _MODERN = ("2026-07-28",)
-#: where ``standardagents serve`` answers MCP's streamable HTTP transport
-MCP_PATH = "/mcp"
 _CALLER_KEY = "standardagents_caller"
 _URI = re.compile(r"^thread://(?P<thread>[^/]+)/files/(?P<path>.+)$")
 #: how many of the caller's newest threads ``resources/list`` walks
@@ -499,7 +496,7 @@ async def _http_caller(ctx: ServerRequestContext[Any, Any]) -> UserRecord:
     return caller
 
 
-class _McpEndpoint:
+class McpEndpoint:
     """``/mcp``: refuses a foreign browser origin (403), checks the bearer token (401 as the
     REST API) and hands the request to the server's MCP session manager with the verified
     caller attached, as the session's owner too (a session is served only to its opener)."""
@@ -531,10 +528,6 @@ class _McpEndpoint:
             await error_response(503, "the MCP door is not running")(scope, receive, send)
             return
         await manager.handle_request(scope, receive, send)
-
-
-def mcp_routes() -> list[BaseRoute]:
-    return [Route(MCP_PATH, _McpEndpoint(), methods=["GET", "POST", "DELETE"])]
 
 
 def _several_workers() -> bool:
